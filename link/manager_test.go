@@ -1,0 +1,318 @@
+package link
+
+import (
+	"bytes"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/curve25519"
+
+	"burrow/nid"
+	"burrow/wire"
+)
+
+// testNode is a Manager with a recorder for its events.
+type testNode struct {
+	m       *Manager
+	addr    netip.AddrPort
+	outbox  []datagram
+	ups     []nid.ID
+	downs   []string
+	changes int
+	got     [][]byte // plaintexts opened by deliver
+}
+
+type datagram struct {
+	from, to netip.AddrPort
+	b        []byte
+}
+
+func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
+	n.outbox = append(n.outbox, datagram{n.addr, to, bytes.Clone(b)})
+}
+func (n *testNode) LinkUp(l *Link)                  { n.ups = append(n.ups, l.Peer.ID) }
+func (n *testNode) LinkDown(l *Link, reason string) { n.downs = append(n.downs, reason) }
+func (n *testNode) SessionsChanged()                { n.changes++ }
+
+// trustedNames is the fake CA: certificates are just names, and a name is
+// valid when listed with the key it was issued for.
+type trustedNames map[string][32]byte
+
+func (t trustedNames) verify(cert []byte, static [32]byte, now time.Time) (Peer, error) {
+	key, ok := t[string(cert)]
+	if !ok {
+		return Peer{}, errors.New("unknown certificate")
+	}
+	if key != static {
+		return Peer{}, errors.New("certificate is for another key")
+	}
+	return Peer{ID: nid.FromPublicKey(static), Name: string(cert)}, nil
+}
+
+func newTestNode(t testing.TB, name string, port uint16, seed uint64, ca trustedNames, timers Timers) *testNode {
+	t.Helper()
+	rng := rand.NewChaCha8([32]byte{byte(seed)})
+	var priv [32]byte
+	rng.Read(priv[:])
+	pub, err := curve25519.X25519(priv[:], curve25519.Basepoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &testNode{addr: netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), port)}
+	var pubKey [32]byte
+	copy(pubKey[:], pub)
+	if _, listed := ca[name]; !listed {
+		ca[name] = pubKey
+	}
+	n.m = NewManager(Config{
+		Handshake: HandshakeConfig{Network: "test", Private: priv, Public: pubKey, Cert: []byte(name), AESFast: true, Rand: rng},
+		Verify:    ca.verify,
+		Timers:    timers,
+	}, n)
+	return n
+}
+
+// net moves datagrams between test nodes, doing for transport messages what
+// the data path does.
+type testNet struct {
+	t     *testing.T
+	nodes map[netip.AddrPort]*testNode
+	drop  func(datagram) bool
+}
+
+func (w *testNet) run(now time.Time) {
+	for moved := true; moved; {
+		moved = false
+		for _, n := range w.nodes {
+			out := n.outbox
+			n.outbox = nil
+			for _, d := range out {
+				moved = true
+				if w.drop != nil && w.drop(d) {
+					continue
+				}
+				if dst := w.nodes[d.to]; dst != nil {
+					dst.deliver(d, now)
+				}
+			}
+		}
+	}
+}
+
+func (n *testNode) deliver(d datagram, now time.Time) {
+	if wire.Type(d.b[0]) != wire.TypeTransport {
+		n.m.HandleHandshake(d.from, d.b, now)
+		return
+	}
+	idx, counter, err := wire.ParseTransportHeader(d.b)
+	if err != nil {
+		return
+	}
+	s := n.m.Session(idx)
+	if s == nil {
+		return
+	}
+	plain, first, err := s.Open(d.b, counter, now.UnixNano())
+	if err != nil {
+		return
+	}
+	if first {
+		n.m.Confirmed(s, now)
+	}
+	if len(plain) > 0 {
+		n.got = append(n.got, bytes.Clone(plain))
+	}
+}
+
+func pair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode) {
+	ca := trustedNames{}
+	a := newTestNode(t, "a", 1, 1, ca, timers)
+	b := newTestNode(t, "b", 2, 2, ca, timers)
+	return &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}, a, b
+}
+
+func TestHandshakeBringsLinkUpOnBothSides(t *testing.T) {
+	w, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	if len(a.ups) != 1 || len(b.ups) != 1 {
+		t.Fatalf("ups: a=%v b=%v, want one each", a.ups, b.ups)
+	}
+	la, lb := a.m.Links()[b.m.Self()], b.m.Links()[a.m.Self()]
+	if la == nil || lb == nil || la.Peer.Name != "b" || lb.Peer.Name != "a" {
+		t.Fatalf("links not keyed by verified peer: %+v %+v", la, lb)
+	}
+	if la.Current().Cipher != AES256GCM {
+		t.Errorf("cipher = %v, want AES-256-GCM when both sides have AES", la.Current().Cipher)
+	}
+	if !a.m.Send(la, []byte("hello"), now) {
+		t.Fatal("send on an up link failed")
+	}
+	w.run(now)
+	if len(b.got) != 1 || string(b.got[0]) != "hello" {
+		t.Fatalf("b got %q", b.got)
+	}
+}
+
+func TestCipherFallsBackWithoutAES(t *testing.T) {
+	ca := trustedNames{}
+	a := newTestNode(t, "a", 1, 1, ca, Timers{})
+	b := newTestNode(t, "b", 2, 2, ca, Timers{})
+	b.m.cfg.Handshake.AESFast = false
+	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	l := a.m.Links()[b.m.Self()]
+	if l == nil || !l.Up() || l.Current().Cipher != ChaCha20Poly1305 {
+		t.Fatalf("want an up ChaCha20-Poly1305 link, got %+v", l)
+	}
+}
+
+func TestUnknownCertificateIsRefused(t *testing.T) {
+	ca := trustedNames{}
+	a := newTestNode(t, "a", 1, 1, ca, Timers{})
+	b := newTestNode(t, "b", 2, 2, ca, Timers{})
+	delete(ca, "b") // b's certificate is not from our CA
+	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
+	now := time.Unix(1000, 0)
+	d := a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	if len(a.ups)+len(b.ups) != 0 {
+		t.Fatalf("a link came up with an unknown certificate: %v %v", a.ups, b.ups)
+	}
+	if a.m.Stats().HandshakeRejected.Load() != 1 || d.LastError == "" {
+		t.Fatalf("rejection not counted/explained: %d %q", a.m.Stats().HandshakeRejected.Load(), d.LastError)
+	}
+}
+
+func TestPinnedKeyMismatchIsRefused(t *testing.T) {
+	w, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	wrong := [32]byte{9}
+	a.m.AddDial(b.addr, &wrong, now)
+	a.m.Tick(now)
+	w.run(now)
+	if len(a.ups) != 0 {
+		t.Fatal("link up although the peer's key differs from the pinned one")
+	}
+}
+
+func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
+	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	silent := false
+	w.drop = func(datagram) bool { return silent }
+	for i := 0; i < 10; i++ {
+		now = now.Add(500 * time.Millisecond)
+		a.m.Tick(now)
+		b.m.Tick(now)
+		w.run(now)
+	}
+	if len(a.downs) != 0 {
+		t.Fatalf("link went down while keepalives flowed: %v", a.downs)
+	}
+	silent = true
+	for i := 0; i < 8; i++ {
+		now = now.Add(500 * time.Millisecond)
+		a.m.Tick(now)
+		b.m.Tick(now)
+		w.run(now)
+	}
+	if len(a.downs) != 1 || len(b.downs) != 1 {
+		t.Fatalf("downs after 4s of silence: a=%v b=%v", a.downs, b.downs)
+	}
+	silent = false
+	for i := 0; i < 6; i++ {
+		now = now.Add(500 * time.Millisecond)
+		a.m.Tick(now)
+		b.m.Tick(now)
+		w.run(now)
+	}
+	if len(a.ups) != 2 {
+		t.Fatalf("dial did not bring the link back: ups=%v", a.ups)
+	}
+}
+
+func TestRekeyKeepsTrafficFlowing(t *testing.T) {
+	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	la := a.m.Links()[b.m.Self()]
+	first := la.Current()
+	for i := 0; i < 60; i++ {
+		now = now.Add(500 * time.Millisecond)
+		a.m.Tick(now)
+		b.m.Tick(now)
+		if !a.m.Send(la, []byte{byte(i)}, now) {
+			t.Fatalf("send failed at step %d", i)
+		}
+		w.run(now)
+	}
+	if la.Current() == first {
+		t.Fatal("session was never replaced after 30s with RekeyAfter 10s")
+	}
+	if len(b.got) != 60 {
+		t.Fatalf("b got %d of 60 messages across rekeys", len(b.got))
+	}
+	if len(a.downs)+len(b.downs) != 0 {
+		t.Fatalf("link went down during rekey: %v %v", a.downs, b.downs)
+	}
+	if n := len(la.Sessions()); n > 2 {
+		t.Fatalf("%d sessions kept; old ones must be dropped", n)
+	}
+}
+
+func TestReplayedTransportIsRejected(t *testing.T) {
+	w, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	w.run(now)
+	la := a.m.Links()[b.m.Self()]
+	a.m.Send(la, []byte("once"), now)
+	d := a.outbox[0]
+	replay := bytes.Clone(d.b)
+	w.run(now)
+	idx, counter, _ := wire.ParseTransportHeader(replay)
+	if _, _, err := b.m.Session(idx).Open(replay, counter, now.UnixNano()); !errors.Is(err, ErrReplay) {
+		t.Fatalf("replayed datagram: err = %v, want ErrReplay", err)
+	}
+	forged := bytes.Clone(d.b)
+	forged[len(forged)-1] ^= 1
+	if _, _, err := b.m.Session(idx).Open(forged, counter+1, now.UnixNano()); !errors.Is(err, ErrAuth) {
+		t.Fatalf("forged datagram: err = %v, want ErrAuth", err)
+	}
+}
+
+func TestHandshakeFloodIsRateLimited(t *testing.T) {
+	_, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	_, msg, err := StartHandshake(&a.m.cfg.Handshake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
+	for i := 0; i < 1000; i++ {
+		b.m.HandleHandshake(a.addr, init, now)
+	}
+	answered := len(b.outbox)
+	if answered > 2*int(b.m.cfg.HandshakesPerSource) {
+		t.Fatalf("answered %d initiations from one source in one instant", answered)
+	}
+	if b.m.Stats().HandshakeRateLimited.Load() == 0 {
+		t.Fatal("rate limiting not counted")
+	}
+}

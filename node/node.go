@@ -1,0 +1,244 @@
+// Package node is burrow's core: it composes links, the Bounded Flood
+// switch and (later) the overlay into one state machine driven by events —
+// a datagram, a frame from the TAP, a timer — and answers with actions
+// through its Output. It does no I/O, starts no goroutines and reads no
+// clock; the daemon (package runtime) and the simulator drive the same code.
+//
+// Per-frame work is split off into the Dataplane, which switches, encrypts
+// and decrypts known traffic from an immutable snapshot the core publishes,
+// and hands everything else (broadcasts, misses, handshakes) to the core.
+package node
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"burrow/flood"
+	"burrow/l2"
+	"burrow/link"
+	"burrow/nid"
+	"burrow/wire"
+)
+
+// localPort is the switch port of the TAP; links get numbers from 1.
+const localPort = uint32(flood.LocalPort)
+
+// StaticPeer is a configured peer: the node keeps a link to it.
+type StaticPeer struct {
+	Endpoint netip.AddrPort
+	Key      *[32]byte // optional: pin the peer's static key
+}
+
+// Config configures a Node.
+type Config struct {
+	Handshake link.HandshakeConfig
+	Verify    func(cert []byte, static [32]byte, now time.Time) (link.Peer, error)
+	Timers    link.Timers
+	// MAC is the local TAP's address, always known to live on this bridge.
+	MAC   l2.MAC
+	Peers []StaticPeer
+	// MaxMACs bounds the learning table, MACAge expires its entries and
+	// FlowIdle removes flows nobody used for that long.
+	MaxMACs  int
+	MACAge   time.Duration
+	FlowIdle time.Duration
+	MaxFlows int
+	Log      *slog.Logger
+	// Trace, when set, observes events the simulator measures.
+	Trace Trace
+}
+
+// Trace receives observations for experiments; nil fields are skipped.
+type Trace struct {
+	// Delivered is called when a broadcast is written to the local TAP,
+	// with the bridge that started it and the hops it took.
+	Delivered func(root nid.ID, hops uint8, frame []byte)
+}
+
+// Output carries the core's actions out. Slices are valid only during the
+// call.
+type Output interface {
+	SendDatagram(to netip.AddrPort, datagram []byte)
+	WriteFrame(frame []byte, off l2.Offload)
+}
+
+// Node is the core state machine. It is not safe for concurrent use; the
+// Dataplane it returns is.
+type Node struct {
+	cfg       Config
+	self      nid.ID
+	out       Output
+	log       *slog.Logger
+	links     *link.Manager
+	learn     *flood.Table
+	flows     map[flowKey]*flow
+	adjacency []nid.ID // peers with an up link, sorted clockwise from self
+	targets   []flood.Target
+	buf       []byte
+	snap      atomic.Pointer[snapshot]
+	dirty     bool
+	stats     Stats
+	dp        *Dataplane
+}
+
+// Defaults for zero Config fields.
+const (
+	DefaultMaxMACs  = 8192
+	DefaultMACAge   = 5 * time.Minute
+	DefaultFlowIdle = 60 * time.Second
+	DefaultMaxFlows = 16384
+)
+
+// New creates a node. now is the start time, used to schedule the first dials.
+func New(cfg Config, out Output, now time.Time) (*Node, error) {
+	if cfg.Verify == nil || cfg.Handshake.Rand == nil {
+		return nil, errors.New("node: Verify and Handshake.Rand are required")
+	}
+	if cfg.MaxMACs <= 0 {
+		cfg.MaxMACs = DefaultMaxMACs
+	}
+	if cfg.MACAge <= 0 {
+		cfg.MACAge = DefaultMACAge
+	}
+	if cfg.FlowIdle <= 0 {
+		cfg.FlowIdle = DefaultFlowIdle
+	}
+	if cfg.MaxFlows <= 0 {
+		cfg.MaxFlows = DefaultMaxFlows
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	n := &Node{
+		cfg:   cfg,
+		out:   out,
+		log:   cfg.Log,
+		learn: flood.NewTable(cfg.MaxMACs, cfg.MACAge),
+		flows: make(map[flowKey]*flow),
+		buf:   make([]byte, 0, 2048),
+	}
+	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
+	n.self = n.links.Self()
+	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats}
+	for _, p := range cfg.Peers {
+		n.links.AddDial(p.Endpoint, p.Key, now)
+	}
+	n.learn.Learn(cfg.MAC, flood.LocalPort, n.self, now)
+	n.publish()
+	return n, nil
+}
+
+// Self is this node's ID.
+func (n *Node) Self() nid.ID { return n.self }
+
+// Dataplane returns the concurrent fast path bound to this node.
+func (n *Node) Dataplane() *Dataplane { return n.dp }
+
+// Links exposes the link manager (for status and the overlay).
+func (n *Node) Links() *link.Manager { return n.links }
+
+// Stats are the node's counters.
+func (n *Node) Stats() *Stats { return &n.stats }
+
+// Handle processes an event the data path could not finish itself.
+func (n *Node) Handle(ev Event, now time.Time) {
+	switch ev.Kind {
+	case EventDatagram:
+		n.handleDatagram(ev.From, ev.Data, now)
+	case EventConfirmed:
+		n.links.Confirmed(ev.Session, now)
+	case EventFromLink:
+		n.handleFromLink(ev.Port, ev.Data, now)
+	case EventFromTAP:
+		n.switchFrame(localPort, ev.Data, ev.Offload, now)
+	}
+	n.publishIfDirty()
+}
+
+func (n *Node) handleDatagram(from netip.AddrPort, b []byte, now time.Time) {
+	if !wire.IsBurrow(b) {
+		n.stats.drop(DropNotBurrow)
+		return
+	}
+	n.links.HandleHandshake(from, b, now)
+}
+
+// Tick runs the timers due at now.
+func (n *Node) Tick(now time.Time) {
+	n.links.Tick(now)
+	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
+	n.learn.Expire(now)
+	idle := now.Add(-n.cfg.FlowIdle).UnixNano()
+	for k, f := range n.flows {
+		if f.lastUsed.Load() < idle {
+			delete(n.flows, k)
+			n.dirty = true
+		}
+	}
+	n.publishIfDirty()
+}
+
+// NextDeadline is when Tick should run next.
+func (n *Node) NextDeadline(now time.Time) time.Time {
+	next := n.links.NextDeadline(now)
+	if housekeeping := now.Add(time.Second); housekeeping.Before(next) {
+		next = housekeeping
+	}
+	return next
+}
+
+// linkEvents adapts the Node to link.Events without exporting the methods.
+type linkEvents Node
+
+func (e *linkEvents) SendDatagram(to netip.AddrPort, b []byte) { e.out.SendDatagram(to, b) }
+
+func (e *linkEvents) SessionsChanged() { e.dirty = true }
+
+func (e *linkEvents) LinkUp(l *link.Link) {
+	n := (*Node)(e)
+	n.log.Info("link up", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "endpoint", l.Endpoint(), "cipher", l.Current().Cipher)
+	n.setAdjacency()
+	n.advertiseLeaves(l, l.Since)
+}
+
+func (e *linkEvents) LinkDown(l *link.Link, reason string) {
+	n := (*Node)(e)
+	n.log.Info("link down", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "reason", reason)
+	n.setAdjacency()
+	forgotten := n.learn.ForgetPort(flood.Port(l.Port))
+	for k := range n.flows {
+		if k.in == l.Port || n.flows[k].out == l.Port {
+			delete(n.flows, k)
+		}
+	}
+	n.dirty = true
+	n.log.Debug("forgot MACs behind dead link", "count", forgotten)
+}
+
+func (n *Node) setAdjacency() {
+	n.adjacency = n.adjacency[:0]
+	for id, l := range n.links.Links() {
+		if l.Up() {
+			n.adjacency = append(n.adjacency, id)
+		}
+	}
+	flood.SortClockwise(n.self, n.adjacency)
+	n.dirty = true
+}
+
+// Adjacency returns the peers with an up link, sorted clockwise from self.
+func (n *Node) Adjacency() []nid.ID { return slices.Clone(n.adjacency) }
+
+func (n *Node) publishIfDirty() {
+	if n.dirty {
+		n.publish()
+	}
+}
+
+func (n *Node) String() string { return fmt.Sprintf("node %s", n.self.Short()) }

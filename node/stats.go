@@ -1,0 +1,51 @@
+package node
+
+import "sync/atomic"
+
+// DropReason says why a datagram or frame was discarded.
+type DropReason int
+
+// Drop reasons, counted separately so an operator can tell an attack from a
+// misconfiguration.
+const (
+	DropMalformed      DropReason = iota // not parseable
+	DropNotBurrow                        // not a burrow datagram type
+	DropUnknownSession                   // transport for an index we do not have
+	DropAuth                             // failed authentication
+	DropReplay                           // replayed or older than the window
+	DropNoRoute                          // nowhere to send it
+	DropHairpin                          // would leave through the port it came in
+	DropLoop                             // a broadcast of our own came back
+	DropSlowPathFull                     // the core was too busy to take it
+	numDropReasons
+)
+
+var dropNames = [numDropReasons]string{
+	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
+	"no_route", "hairpin", "own_broadcast", "slow_path_full",
+}
+
+func (r DropReason) String() string { return dropNames[r] }
+
+// Stats are counters updated by the core and the data path.
+type Stats struct {
+	drops [numDropReasons]atomic.Uint64
+
+	FloodsStarted, FloodsReceived, FloodsForwarded atomic.Uint64
+	FramesToTAP, FramesFromTAP                      atomic.Uint64
+	SlowPathEvents                                  atomic.Uint64
+}
+
+func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }
+
+// Drop counts a drop that happened outside the node (e.g. in the runtime).
+func (s *Stats) Drop(r DropReason) { s.drop(r) }
+
+// Drops returns the drop counters by reason name.
+func (s *Stats) Drops() map[string]uint64 {
+	m := make(map[string]uint64, numDropReasons)
+	for r := range numDropReasons {
+		m[r.String()] = s.drops[r].Load()
+	}
+	return m
+}

@@ -1,0 +1,196 @@
+package node
+
+import (
+	"time"
+
+	"burrow/flood"
+	"burrow/l2"
+	"burrow/link"
+	"burrow/nid"
+	"burrow/wire"
+)
+
+// handleFromLink processes decrypted plaintext the data path passed up.
+func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
+	l := n.links.LinkByPort(port)
+	if l == nil || len(plain) == 0 {
+		return
+	}
+	switch wire.Inner(plain[0]) {
+	case wire.InnerFrame:
+		off, frame, err := wire.ParseFrame(plain)
+		if err != nil {
+			n.stats.drop(DropMalformed)
+			return
+		}
+		n.switchFrame(port, frame, off, now)
+	case wire.InnerFlood:
+		n.handleFlood(l, plain[1:], now)
+	default:
+		n.stats.drop(DropMalformed)
+	}
+}
+
+// switchFrame is the slow path of the switch: learn the source, then
+// forward along a learned path (installing a flow for the data path), or
+// flood when the destination is a group or unknown.
+func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Time) {
+	if len(frame) < 14 {
+		n.stats.drop(DropMalformed)
+		return
+	}
+	var src, dst l2.MAC
+	copy(dst[:], frame[0:6])
+	copy(src[:], frame[6:12])
+	if in == localPort {
+		n.learnMAC(src, flood.LocalPort, n.self, now)
+	} else if !src.IsMulticast() {
+		root, _ := n.learn.RootOf(src)
+		n.learnMAC(src, flood.Port(in), root, now)
+	}
+	if dst.IsMulticast() {
+		if in != localPort {
+			// Group frames travel as floods; a bare one from a peer is bogus.
+			n.stats.drop(DropMalformed)
+			return
+		}
+		n.startFlood(frame, off, now)
+		return
+	}
+	e, ok := n.learn.Lookup(dst)
+	if !ok {
+		// Unknown unicast: flood it from here (seed §3.2.4), and the local
+		// TAP may hold a silent host, so it gets a copy too.
+		if in != localPort {
+			n.writeTAP(frame, off)
+		}
+		n.startFlood(frame, off, now)
+		return
+	}
+	out := uint32(e.Port)
+	if out == in {
+		n.stats.drop(DropHairpin)
+		return
+	}
+	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, now)
+	if out == localPort {
+		n.writeTAP(frame, off)
+		return
+	}
+	l := n.links.LinkByPort(out)
+	if l == nil {
+		n.stats.drop(DropNoRoute)
+		return
+	}
+	n.buf = n.buf[:wire.FrameHeaderLen]
+	wire.PutFrameHeader(n.buf, off)
+	n.buf = append(n.buf, frame...)
+	n.links.Send(l, n.buf, now)
+}
+
+func (n *Node) writeTAP(frame []byte, off l2.Offload) {
+	n.stats.FramesToTAP.Add(1)
+	n.out.WriteFrame(frame, off)
+}
+
+// learnMAC records where mac lives; when it moved, the flows toward it
+// are stale and must go so the data path asks again.
+func (n *Node) learnMAC(mac l2.MAC, p flood.Port, root nid.ID, now time.Time) {
+	if mac == n.cfg.MAC && p != flood.LocalPort {
+		return // our own TAP never moves; a peer claiming it is wrong
+	}
+	if old, ok := n.learn.Lookup(mac); ok && old.Port != p {
+		for k := range n.flows {
+			if k.dst == mac {
+				delete(n.flows, k)
+				n.dirty = true
+			}
+		}
+	}
+	n.learn.Learn(mac, p, root, now)
+}
+
+func (n *Node) installFlow(k flowKey, out uint32, now time.Time) {
+	if f := n.flows[k]; f != nil && f.out == out {
+		return
+	}
+	if len(n.flows) >= n.cfg.MaxFlows {
+		return // the slow path keeps forwarding; the table must not grow unbounded
+	}
+	f := &flow{out: out}
+	f.lastUsed.Store(now.UnixNano())
+	n.flows[k] = f
+	n.dirty = true
+}
+
+// startFlood sends frame to every node as a Bounded Flood rooted here.
+func (n *Node) startFlood(frame []byte, off l2.Offload, now time.Time) {
+	if off.NeedsCsum {
+		// A flood has no offload fields; finish the checksum once here.
+		if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
+			n.stats.drop(DropMalformed)
+			return
+		}
+	}
+	n.stats.FloodsStarted.Add(1)
+	n.forwardFlood(n.self, n.self, 0, frame, now)
+}
+
+// forwardFlood sends the broadcast to the adjacent peers inside bound, each
+// with its recomputed bound.
+func (n *Node) forwardFlood(root, bound nid.ID, hops uint8, frame []byte, now time.Time) {
+	n.targets = flood.Targets(n.targets[:0], n.self, n.adjacency, bound)
+	for _, t := range n.targets {
+		l := n.links.Links()[t.Peer]
+		if l == nil || !l.Up() {
+			continue
+		}
+		n.buf = append(n.buf[:0], byte(wire.InnerFlood))
+		n.buf = flood.AppendBroadcast(n.buf, root, t.Bound, hops+1, frame)
+		n.links.Send(l, n.buf, now)
+	}
+}
+
+func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
+	m, err := flood.Parse(b)
+	if err != nil {
+		n.stats.drop(DropMalformed)
+		return
+	}
+	p := flood.Port(from.Port)
+	switch m.Kind {
+	case flood.LeafAdvert:
+		for i := range m.NumLeaves() {
+			n.learnMAC(m.Leaf(i), p, m.Root, now)
+		}
+	case flood.Broadcast:
+		if m.Root == n.self {
+			n.stats.drop(DropLoop)
+			return
+		}
+		n.stats.FloodsReceived.Add(1)
+		var src l2.MAC
+		copy(src[:], m.Frame[6:12])
+		if !src.IsMulticast() {
+			n.learnMAC(src, p, m.Root, now)
+		}
+		n.writeTAP(m.Frame, l2.Offload{})
+		if n.cfg.Trace.Delivered != nil {
+			n.cfg.Trace.Delivered(m.Root, m.Hops, m.Frame)
+		}
+		n.forwardFlood(m.Root, m.Bound, m.Hops, m.Frame, now)
+		n.stats.FloodsForwarded.Add(uint64(len(n.targets)))
+	}
+}
+
+// advertiseLeaves tells a new neighbour which MACs live behind this bridge.
+func (n *Node) advertiseLeaves(l *link.Link, now time.Time) {
+	leaves := n.learn.Leaves(n.self, nil)
+	for len(leaves) > 0 {
+		chunk := leaves[:min(len(leaves), flood.MaxLeaves)]
+		leaves = leaves[len(chunk):]
+		n.buf = append(n.buf[:0], byte(wire.InnerFlood))
+		n.buf = flood.AppendLeafAdvert(n.buf, n.self, chunk)
+		n.links.Send(l, n.buf, now)
+	}
+}
