@@ -1,0 +1,129 @@
+package netlab
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// createNamespace records a namespace in the state file, then creates it
+// with lo up and the lab's sysctls; the caller holds l.mu. Recording first
+// means a crash can never leave an unrecorded namespace.
+func (l *Lab) createNamespace(name string, forwarding bool) error {
+	l.state.Namespaces = append(l.state.Namespaces, name)
+	if err := l.saveLocked(); err != nil {
+		return err
+	}
+	if err := runIP("netns", "add", name); err != nil {
+		return err
+	}
+	if err := runIP("-n", name, "link", "set", "lo", "up"); err != nil {
+		return err
+	}
+	return setSysctls(name, forwarding)
+}
+
+func deleteNamespace(name string) error {
+	if _, err := os.Stat(filepath.Join("/run/netns", name)); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return runIP("netns", "delete", name)
+}
+
+// setSysctls configures a new namespace. Loose reverse-path filtering
+// (rp_filter 2) accepts asymmetric and NATed paths but no unroutable
+// sources; it is set explicitly because new namespaces inherit the IPv4
+// settings of the machine's own. Bridges are made plain switches that do
+// not pass frames through iptables, whatever br_netfilter's defaults.
+func setSysctls(namespace string, forwarding bool) error {
+	settings := map[string]string{
+		"net/ipv4/conf/all/rp_filter":     "2",
+		"net/ipv4/conf/default/rp_filter": "2",
+	}
+	if forwarding {
+		settings["net/ipv4/ip_forward"] = "1"
+	}
+	optional := []string{
+		"net/bridge/bridge-nf-call-iptables",
+		"net/bridge/bridge-nf-call-ip6tables",
+		"net/bridge/bridge-nf-call-arptables",
+	}
+	return inNamespace(namespace, func() error {
+		for key, value := range settings {
+			if err := os.WriteFile("/proc/sys/"+key, []byte(value), 0); err != nil {
+				return fmt.Errorf("netlab: sysctl %s in %s: %w", key, namespace, err)
+			}
+		}
+		for _, key := range optional {
+			err := os.WriteFile("/proc/sys/"+key, []byte("0"), 0)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("netlab: sysctl %s in %s: %w", key, namespace, err)
+			}
+		}
+		return nil
+	})
+}
+
+// inNamespace runs fn on an OS thread switched into the named network
+// namespace. The thread is thrown away if it cannot be switched back, so no
+// other goroutine ever runs inside the lab by accident.
+func inNamespace(name string, fn func() error) error {
+	target, err := os.Open(filepath.Join("/run/netns", name))
+	if err != nil {
+		return err
+	}
+	defer target.Close()
+	result := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		own, err := os.Open("/proc/thread-self/ns/net")
+		if err != nil {
+			result <- err
+			return
+		}
+		defer own.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			result <- fmt.Errorf("netlab: enter namespace %s: %w", name, err)
+			return
+		}
+		fnErr := fn()
+		if err := unix.Setns(int(own.Fd()), unix.CLONE_NEWNET); err != nil {
+			// Returning while still locked ends this thread.
+			result <- errors.Join(fnErr, fmt.Errorf("netlab: leave namespace %s: %w", name, err))
+			return
+		}
+		runtime.UnlockOSThread()
+		result <- fnErr
+	}()
+	return <-result
+}
+
+func runIP(args ...string) error {
+	return runTool("", "ip", args...)
+}
+
+// runTool runs a command of the lab's plumbing with stdin as its input.
+func runTool(stdin, name string, args ...string) error {
+	cmd := exec.Command(name, args...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return commandError(cmd, err, out)
+	}
+	return nil
+}
+
+// commandError describes a failed command with its output.
+func commandError(cmd *exec.Cmd, err error, output []byte) error {
+	return fmt.Errorf("netlab: %s: %w: %s", strings.Join(cmd.Args, " "), err, bytes.TrimSpace(output))
+}

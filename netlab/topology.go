@@ -1,0 +1,278 @@
+package netlab
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// NAT is the kind of router in front of a site.
+type NAT int
+
+const (
+	// NoNAT routes the site's LAN, a public subnet from PublicLANRange,
+	// without translation or filtering: its hosts are reachable from the
+	// internet like cloud machines with public addresses.
+	NoNAT NAT = iota
+	// EndpointIndependent is a home router. MASQUERADE on wan keeps one
+	// mapping per inside socket whatever the destination, so hole punching
+	// works. NEW connections arriving on wan are dropped: those addressed to
+	// the router itself (without this, a peer's punch packet that reaches
+	// the router before the inside host's creates a clashing conntrack
+	// entry and SNAT picks a new port) and those that would be forwarded
+	// into the LAN.
+	EndpointIndependent
+	// Symmetric maps every new destination to a new random port
+	// (MASQUERADE --random-fully, address-dependent mapping): direct hole
+	// punching fails and a relay has to carry the traffic. Its firewall is
+	// that of EndpointIndependent.
+	Symmetric
+	// UDPBlocked is a restrictive corporate firewall in front of an
+	// EndpointIndependent NAT: of the LAN's traffic, only TCP to port 443
+	// leaves the site; UDP, ICMP and every other port are dropped.
+	UDPBlocked
+)
+
+// String returns the NAT kind's name.
+func (n NAT) String() string {
+	switch n {
+	case NoNAT:
+		return "no-nat"
+	case EndpointIndependent:
+		return "endpoint-independent"
+	case Symmetric:
+		return "symmetric"
+	case UDPBlocked:
+		return "udp-blocked"
+	}
+	return fmt.Sprintf("NAT(%d)", int(n))
+}
+
+// rules returns the router's iptables-restore input for the NAT kind.
+func (n NAT) rules() string {
+	masquerade := "-A POSTROUTING -o wan -j MASQUERADE\n"
+	if n == Symmetric {
+		masquerade = "-A POSTROUTING -o wan -j MASQUERADE --random-fully\n"
+	}
+	filter := "-A INPUT -i wan -m conntrack --ctstate NEW -j DROP\n" +
+		"-A FORWARD -i wan -m conntrack --ctstate NEW -j DROP\n"
+	if n == UDPBlocked {
+		filter += "-A FORWARD -i lan -o wan -p tcp --dport 443 -j ACCEPT\n" +
+			"-A FORWARD -i lan -o wan -j DROP\n"
+	}
+	return "*nat\n" + masquerade + "COMMIT\n*filter\n" + filter + "COMMIT\n"
+}
+
+// Host is a network namespace: an internet host, a site router or a host on
+// a site's LAN.
+type Host struct {
+	// Name is the name given to AddHost or AddSite.
+	Name string
+	// Namespace is the network namespace's name, <prefix>-<Name>.
+	Namespace string
+	// Addr is the host's address: on the internet for internet hosts and
+	// routers (a router's WAN address), on the LAN for site hosts.
+	Addr netip.Addr
+
+	lab *Lab
+}
+
+// Site is a LAN behind a router.
+type Site struct {
+	Name string
+	NAT  NAT
+	// Router is the router's namespace; its Addr is WAN.
+	Router *Host
+	// WAN is the router's address on the internet.
+	WAN netip.Addr
+	// LAN is the site's subnet and Gateway the router's address in it.
+	LAN     netip.Prefix
+	Gateway netip.Addr
+
+	lab       *Lab
+	hostCount int
+}
+
+// buildInternet creates the namespace holding the internet bridge.
+func (l *Lab) buildInternet() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.createNamespace(l.inetNS, false); err != nil {
+		return err
+	}
+	if err := runIP("-n", l.inetNS, "link", "add", l.bridge, "type", "bridge"); err != nil {
+		return err
+	}
+	return runIP("-n", l.inetNS, "link", "set", l.bridge, "up")
+}
+
+// AddHost adds a host on the internet with an address from InternetRange.
+func (l *Lab) AddHost(name string) (*Host, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns, err := l.reserveName(name)
+	if err != nil {
+		return nil, err
+	}
+	addr, err := l.nextInternetAddr()
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{Name: name, Namespace: ns, Addr: addr, lab: l}
+	if err := l.createNamespace(ns, false); err != nil {
+		return nil, err
+	}
+	if err := l.attachToInternet(h, "eth0"); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// AddSite adds a site: a router named name with a WAN leg on the internet, a
+// LAN bridge, forwarding on and the NAT and firewall rules of its kind.
+func (l *Lab) AddSite(name string, nat NAT) (*Site, error) {
+	if nat < NoNAT || nat > UDPBlocked {
+		return nil, fmt.Errorf("netlab: unknown NAT kind %d", int(nat))
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns, err := l.reserveName(name)
+	if err != nil {
+		return nil, err
+	}
+	if l.siteCount == 255 {
+		return nil, errors.New("netlab: a lab holds at most 255 sites")
+	}
+	l.siteCount++
+	lanRange := PrivateLANRange
+	if nat == NoNAT {
+		lanRange = PublicLANRange
+	}
+	lan := netip.PrefixFrom(nthAddr(lanRange, l.siteCount<<8), 24)
+	wan, err := l.nextInternetAddr()
+	if err != nil {
+		return nil, err
+	}
+	s := &Site{
+		Name:    name,
+		NAT:     nat,
+		Router:  &Host{Name: name, Namespace: ns, Addr: wan, lab: l},
+		WAN:     wan,
+		LAN:     lan,
+		Gateway: nthAddr(lan, 1),
+		lab:     l,
+	}
+	if err := l.createNamespace(ns, true); err != nil {
+		return nil, err
+	}
+	if err := l.attachToInternet(s.Router, "wan"); err != nil {
+		return nil, err
+	}
+	for _, args := range [][]string{
+		{"link", "add", "lan", "type", "bridge"},
+		{"addr", "add", netip.PrefixFrom(s.Gateway, lan.Bits()).String(), "dev", "lan"},
+		{"link", "set", "lan", "up"},
+	} {
+		if err := runIP(append([]string{"-n", ns}, args...)...); err != nil {
+			return nil, err
+		}
+	}
+	if nat == NoNAT {
+		for _, h := range l.attached {
+			if h != s.Router {
+				if err := runIP("-n", h.Namespace, "route", "add", lan.String(), "via", wan.String()); err != nil {
+					return nil, err
+				}
+			}
+		}
+		l.publicLANs = append(l.publicLANs, s)
+	} else if err := runTool(nat.rules(), "ip", "netns", "exec", ns, "iptables-restore", "-w"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// AddHost adds a host on the site's LAN with the router as default gateway.
+func (s *Site) AddHost(name string) (*Host, error) {
+	l := s.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns, err := l.reserveName(name)
+	if err != nil {
+		return nil, err
+	}
+	// .1 is the gateway and .255 the broadcast address.
+	if s.hostCount == 253 {
+		return nil, fmt.Errorf("netlab: site %s is full", s.Name)
+	}
+	s.hostCount++
+	h := &Host{Name: name, Namespace: ns, Addr: nthAddr(s.LAN, 1+s.hostCount), lab: l}
+	if err := l.createNamespace(ns, false); err != nil {
+		return nil, err
+	}
+	port := l.nextPortName()
+	for _, args := range [][]string{
+		{"-n", s.Router.Namespace, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", s.Router.Namespace, "link", "set", port, "master", "lan", "up"},
+		{"-n", ns, "addr", "add", netip.PrefixFrom(h.Addr, s.LAN.Bits()).String(), "dev", "eth0"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+		{"-n", ns, "route", "add", "default", "via", s.Gateway.String()},
+	} {
+		if err := runIP(args...); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
+}
+
+// FlushConntrack empties the router's connection tracking table, dropping
+// every NAT mapping: the next packet of each flow gets a fresh one, as when
+// a real router reboots or expires its mappings.
+func (s *Site) FlushConntrack() error {
+	_, err := s.Router.Run(context.Background(), "conntrack", "-F")
+	return err
+}
+
+// nextInternetAddr hands out the next address of InternetRange; the caller
+// holds l.mu.
+func (l *Lab) nextInternetAddr() (netip.Addr, error) {
+	if l.hostCount == 1<<(32-InternetRange.Bits())-2 {
+		return netip.Addr{}, errors.New("netlab: the internet range is full")
+	}
+	l.hostCount++
+	return nthAddr(InternetRange, l.hostCount), nil
+}
+
+// attachToInternet gives h an interface ifname on the internet bridge with
+// h.Addr, an on-link default route and routes to the NoNAT sites' LANs; the
+// caller holds l.mu.
+func (l *Lab) attachToInternet(h *Host, ifname string) error {
+	port := l.nextPortName()
+	steps := [][]string{
+		{"-n", l.inetNS, "link", "add", port, "type", "veth", "peer", "name", ifname, "netns", h.Namespace},
+		{"-n", l.inetNS, "link", "set", port, "master", l.bridge, "up"},
+		{"-n", h.Namespace, "addr", "add", netip.PrefixFrom(h.Addr, InternetRange.Bits()).String(), "dev", ifname},
+		{"-n", h.Namespace, "link", "set", ifname, "up"},
+		{"-n", h.Namespace, "route", "add", "default", "dev", ifname},
+	}
+	for _, s := range l.publicLANs {
+		steps = append(steps, []string{"-n", h.Namespace, "route", "add", s.LAN.String(), "via", s.WAN.String()})
+	}
+	for _, args := range steps {
+		if err := runIP(args...); err != nil {
+			return err
+		}
+	}
+	l.attached = append(l.attached, h)
+	return nil
+}
+
+// nthAddr returns the IPv4 address n places after the start of p.
+func nthAddr(p netip.Prefix, n int) netip.Addr {
+	base := p.Masked().Addr().As4()
+	var out [4]byte
+	binary.BigEndian.PutUint32(out[:], binary.BigEndian.Uint32(base[:])+uint32(n))
+	return netip.AddrFrom4(out)
+}
