@@ -1,0 +1,170 @@
+package node
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/curve25519"
+
+	"burrow/l2"
+	"burrow/link"
+	"burrow/nid"
+)
+
+// testNet runs several nodes over an in-memory network, driving each core
+// and data path the way the runtime does, one event at a time.
+type testNet struct {
+	t      testing.TB
+	now    time.Time
+	nodes  []*testNode
+	byAddr map[netip.AddrPort]*testNode
+	queue  []packet
+	down   map[*testNode]bool
+	keys   map[string][32]byte
+}
+
+type packet struct {
+	from, to netip.AddrPort
+	b        []byte
+}
+
+type testNode struct {
+	w      *testNet
+	name   string
+	addr   netip.AddrPort
+	mac    l2.MAC
+	node   *Node
+	worker *Worker
+	tap    [][]byte // frames written to the TAP
+	slow   []Event
+}
+
+func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
+	n.w.queue = append(n.w.queue, packet{n.addr, to, bytes.Clone(b)})
+}
+
+func (n *testNode) WriteFrame(frame []byte, off l2.Offload) { n.tap = append(n.tap, bytes.Clone(frame)) }
+
+func (n *testNode) Frame(frame []byte, off l2.Offload) { n.WriteFrame(frame, off) }
+
+func (w *testNet) verify(cert []byte, static [32]byte, now time.Time) (link.Peer, error) {
+	if key, ok := w.keys[string(cert)]; !ok || key != static {
+		return link.Peer{}, errors.New("not a member")
+	}
+	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert)}, nil
+}
+
+func newTestNet(t testing.TB, n int, seed uint64) *testNet {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	for i := range n {
+		w.add(fmt.Sprintf("n%d", i), seed*1000+uint64(i))
+	}
+	return w
+}
+
+func (w *testNet) add(name string, seed uint64) *testNode {
+	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
+	var priv, pub [32]byte
+	rng.Read(priv[:])
+	p, _ := curve25519.X25519(priv[:], curve25519.Basepoint)
+	copy(pub[:], p)
+	w.keys[name] = pub
+	i := len(w.nodes)
+	tn := &testNode{w: w, name: name, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 4000),
+		mac: l2.MAC{2, 0, 0, 0, 0, byte(i + 1)}}
+	node, err := New(Config{
+		Handshake: link.HandshakeConfig{Network: "test", Private: priv, Public: pub, Cert: []byte(name), AESFast: true, Rand: rng},
+		Verify:    w.verify,
+		MAC:       tn.mac,
+	}, tn, w.now)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	tn.node = node
+	tn.worker = &Worker{Frames: tn, Slow: func(ev Event) { tn.slow = append(tn.slow, ev) }}
+	tn.worker.Tx = NewTxBatch(128, 2048, func(msgs []TxMsg) {
+		for _, m := range msgs {
+			tn.SendDatagram(m.To, m.Buf)
+		}
+	})
+	w.nodes = append(w.nodes, tn)
+	w.byAddr[tn.addr] = tn
+	return tn
+}
+
+// connect makes a dial from a to b (links are bidirectional once up).
+func (w *testNet) connect(a, b int) {
+	pub := w.keys[w.nodes[b].name]
+	w.nodes[a].node.Links().AddDial(w.nodes[b].addr, &pub, w.now)
+}
+
+// drain delivers queued datagrams and slow-path events until quiet.
+func (w *testNet) drain() {
+	for steps := 0; ; steps++ {
+		if steps > 1_000_000 {
+			w.t.Fatal("network never went quiet (a loop?)")
+		}
+		progressed := false
+		for _, n := range w.nodes {
+			for len(n.slow) > 0 {
+				ev := n.slow[0]
+				n.slow = n.slow[1:]
+				n.node.Handle(ev, w.now)
+				progressed = true
+			}
+			n.worker.Tx.Flush()
+		}
+		if len(w.queue) == 0 {
+			if !progressed {
+				return
+			}
+			continue
+		}
+		p := w.queue[0]
+		w.queue = w.queue[1:]
+		dst := w.byAddr[p.to]
+		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] {
+			continue
+		}
+		dst.node.Dataplane().FromNetwork(dst.worker, p.from, p.b, w.now.UnixNano())
+	}
+}
+
+// advance moves time forward in steps, ticking every live node.
+func (w *testNet) advance(d, step time.Duration) {
+	for end := w.now.Add(d); w.now.Before(end); {
+		w.now = w.now.Add(step)
+		for _, n := range w.nodes {
+			if !w.down[n] {
+				n.node.Tick(w.now)
+			}
+		}
+		w.drain()
+	}
+}
+
+// fromTAP injects a frame as if the local kernel wrote it to the TAP.
+func (n *testNode) fromTAP(frame []byte) {
+	n.node.Dataplane().FromTAP(n.worker, l2.VirtioNetHdr{}, frame, n.w.now.UnixNano())
+	n.w.drain()
+}
+
+func ethFrame(dst, src l2.MAC, payload string) []byte {
+	f := append(append(append([]byte{}, dst[:]...), src[:]...), 0x88, 0xb5)
+	return append(f, payload...)
+}
+
+func (n *testNode) countTAP(payload string) int {
+	c := 0
+	for _, f := range n.tap {
+		if bytes.HasSuffix(f, []byte(payload)) {
+			c++
+		}
+	}
+	return c
+}

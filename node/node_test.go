@@ -1,0 +1,162 @@
+package node
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"burrow/l2"
+)
+
+func TestTwoNodesBroadcastThenUnicastOnTheFastPath(t *testing.T) {
+	w := newTestNet(t, 2, 1)
+	a, b := w.nodes[0], w.nodes[1]
+	w.connect(0, 1)
+	w.advance(time.Second, 100*time.Millisecond)
+	if len(a.node.Adjacency()) != 1 || len(b.node.Adjacency()) != 1 {
+		t.Fatalf("link not up: %v %v", a.node.Adjacency(), b.node.Adjacency())
+	}
+	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "who-has"))
+	if got := b.countTAP("who-has"); got != 1 {
+		t.Fatalf("b's TAP saw the broadcast %d times, want 1", got)
+	}
+	if got := a.countTAP("who-has"); got != 0 {
+		t.Fatalf("the sender's own TAP saw its broadcast %d times", got)
+	}
+	b.fromTAP(ethFrame(a.mac, b.mac, "is-at"))
+	if got := a.countTAP("is-at"); got != 1 {
+		t.Fatalf("a got the unicast reply %d times, want 1", got)
+	}
+	// Both directions are now learned: further frames never reach the core.
+	a.fromTAP(ethFrame(b.mac, a.mac, "data-1"))
+	slowBefore := len(a.node.flows) + len(b.node.flows)
+	for i := range 5 {
+		a.node.Dataplane().FromTAP(a.worker, l2.VirtioNetHdr{}, ethFrame(b.mac, a.mac, fmt.Sprint("fast-", i)), w.now.UnixNano())
+		if len(a.slow) != 0 {
+			t.Fatalf("frame %d went to the slow path on a learned flow", i)
+		}
+		w.drain()
+	}
+	if got := b.countTAP("fast-4"); got != 1 {
+		t.Fatalf("fast-path frame delivered %d times", got)
+	}
+	if len(a.node.flows)+len(b.node.flows) != slowBefore {
+		t.Fatal("fast-path frames changed the flow tables")
+	}
+}
+
+// ringWithChords links n nodes in NID order to their successor, plus chords.
+func ringWithChords(t *testing.T, n int, chords [][2]int) *testNet {
+	w := newTestNet(t, n, 7)
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	// Sort node indexes by NID so "successor" is the ring successor.
+	for i := range order {
+		for j := i + 1; j < n; j++ {
+			if w.nodes[order[j]].node.Self().Compare(w.nodes[order[i]].node.Self()) < 0 {
+				order[i], order[j] = order[j], order[i]
+			}
+		}
+	}
+	for i := range n {
+		w.connect(order[i], order[(i+1)%n])
+	}
+	for _, c := range chords {
+		w.connect(order[c[0]], order[c[1]])
+	}
+	w.advance(2*time.Second, 100*time.Millisecond)
+	return w
+}
+
+func TestRingWithChordsDeliversEveryBroadcastExactlyOnce(t *testing.T) {
+	w := ringWithChords(t, 8, [][2]int{{0, 4}, {2, 6}})
+	for i, src := range w.nodes {
+		payload := fmt.Sprint("arp-from-", i)
+		src.fromTAP(ethFrame(l2.Broadcast, src.mac, payload))
+		for j, dst := range w.nodes {
+			want := 1
+			if i == j {
+				want = 0
+			}
+			if got := dst.countTAP(payload); got != want {
+				t.Errorf("broadcast from %d seen %d times at %d, want %d", i, got, j, want)
+			}
+		}
+	}
+	// Every pair can now exchange unicast both ways.
+	for i, a := range w.nodes {
+		for j, b := range w.nodes {
+			if i == j {
+				continue
+			}
+			payload := fmt.Sprint("uni-", i, "-", j)
+			a.fromTAP(ethFrame(b.mac, a.mac, payload))
+			if got := b.countTAP(payload); got != 1 {
+				t.Errorf("unicast %d->%d delivered %d times", i, j, got)
+			}
+		}
+	}
+}
+
+func TestDeadLinkFallsBackToFloodAndRecovers(t *testing.T) {
+	w := ringWithChords(t, 8, [][2]int{{0, 4}, {2, 6}})
+	// Learn everything.
+	for _, n := range w.nodes {
+		n.fromTAP(ethFrame(l2.Broadcast, n.mac, "hello"))
+	}
+	victim := w.nodes[3]
+	w.down[victim] = true
+	w.advance(8*time.Second, 250*time.Millisecond)
+	for i, a := range w.nodes {
+		if a == victim {
+			continue
+		}
+		for j, b := range w.nodes {
+			if a == b || b == victim {
+				continue
+			}
+			payload := fmt.Sprint("after-", i, "-", j)
+			a.fromTAP(ethFrame(b.mac, a.mac, payload))
+			if got := b.countTAP(payload); got != 1 {
+				t.Errorf("after the failure %d->%d delivered %d times", i, j, got)
+			}
+		}
+	}
+}
+
+func TestGarbageOnlyMovesDropCounters(t *testing.T) {
+	w := newTestNet(t, 2, 3)
+	w.connect(0, 1)
+	w.advance(time.Second, 100*time.Millisecond)
+	a, b := w.nodes[0], w.nodes[1]
+	var transport []byte
+	a.node.Links().Send(a.node.Links().Links()[b.node.Self()], []byte{0}, w.now)
+	transport = bytes.Clone(w.queue[len(w.queue)-1].b)
+	w.drain()
+	garbage := [][]byte{
+		{}, {0xB4}, make([]byte, 40), transport, // replay
+		append([]byte{0xB4, 0, 0, 0, 1, 2, 3, 4}, make([]byte, 40)...),
+		{0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42},
+	}
+	for _, g := range garbage {
+		b.node.Dataplane().FromNetwork(b.worker, a.addr, g, w.now.UnixNano())
+	}
+	w.drain()
+	if len(b.tap) != 0 {
+		t.Fatalf("garbage reached the TAP: %d frames", len(b.tap))
+	}
+	drops := b.node.Stats().Drops()
+	var total uint64
+	for _, v := range drops {
+		total += v
+	}
+	if total < uint64(len(garbage)-1) || drops["replay"] != 1 {
+		t.Fatalf("drops %v do not account for the garbage", drops)
+	}
+	if len(b.node.Adjacency()) != 1 {
+		t.Fatal("garbage broke the link")
+	}
+}
