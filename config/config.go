@@ -1,0 +1,277 @@
+// Package config reads and validates a burrow node's YAML configuration.
+// Every error names the offending field and says what is wrong with it;
+// unknown fields are errors too, so a typo never silently becomes a default.
+package config
+
+import (
+	"bytes"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"burrow/l2"
+)
+
+// Config is a node's configuration file.
+type Config struct {
+	// Network is the name of the burrow network; it must match the CA.
+	Network string `yaml:"network"`
+	// StateDir holds the node's private key (node.key).
+	StateDir string `yaml:"state_dir"`
+	// CA is the network's CA certificate (ca.crt).
+	CA string `yaml:"ca"`
+	// Cert is this node's certificate, signed by the CA.
+	Cert string `yaml:"cert"`
+	// Listen is the UDP address all links share.
+	Listen string `yaml:"listen"`
+	// UnderlayMTU is the MTU of the path between nodes; the TAP MTU is
+	// derived from it so encapsulated frames never fragment.
+	UnderlayMTU int    `yaml:"underlay_mtu"`
+	TAP         TAP    `yaml:"tap"`
+	Peers       []Peer `yaml:"peers"`
+	Links       Links  `yaml:"links"`
+	Switch      Switch `yaml:"switch"`
+	// ControlSocket is where `burrow status` reaches the daemon.
+	ControlSocket string `yaml:"control_socket"`
+	Log           Log    `yaml:"log"`
+
+	// Derived by Load.
+	ListenAddr netip.AddrPort `yaml:"-"`
+	Path       string         `yaml:"-"`
+}
+
+// TAP configures the virtual Ethernet device.
+type TAP struct {
+	Name string `yaml:"name"`
+	// MTU of the device; 0 derives it from underlay_mtu.
+	MTU int `yaml:"mtu"`
+	// MAC of the device; empty derives a stable one from the node ID.
+	MAC       string   `yaml:"mac"`
+	Addresses []string `yaml:"addresses"`
+	// Queues is the number of TAP queues (parallel readers); 0 = one per CPU.
+	Queues int `yaml:"queues"`
+	// Offload enables the virtio header with TSO/USO; default true.
+	Offload *bool `yaml:"offload"`
+
+	Prefixes  []netip.Prefix `yaml:"-"`
+	MACAddr   l2.MAC         `yaml:"-"`
+	HasMAC    bool           `yaml:"-"`
+	OffloadOn bool           `yaml:"-"`
+}
+
+// Peer is a statically configured peer.
+type Peer struct {
+	Endpoint string `yaml:"endpoint"`
+	// PublicKey optionally pins the peer's static key (base64).
+	PublicKey string `yaml:"public_key"`
+
+	Addr netip.AddrPort `yaml:"-"`
+	Key  *[32]byte      `yaml:"-"`
+}
+
+// Links holds link timing.
+type Links struct {
+	Keepalive          time.Duration `yaml:"keepalive"`
+	DeadAfter          time.Duration `yaml:"dead_after"`
+	RekeyAfter         time.Duration `yaml:"rekey_after"`
+	RekeyAfterMessages uint64        `yaml:"rekey_after_messages"`
+	HandshakeRetry     time.Duration `yaml:"handshake_retry"`
+}
+
+// Switch holds learning-table limits.
+type Switch struct {
+	MaxMACs  int           `yaml:"max_macs"`
+	MACAge   time.Duration `yaml:"mac_age"`
+	FlowIdle time.Duration `yaml:"flow_idle"`
+}
+
+// Log configures logging.
+type Log struct {
+	Level  string `yaml:"level"`  // debug, info, warn, error
+	Format string `yaml:"format"` // text or json
+}
+
+// Defaults.
+const (
+	DefaultStateDir      = "/var/lib/burrow"
+	DefaultListen        = "0.0.0.0:51820"
+	DefaultUnderlayMTU   = 1500
+	DefaultTAPName       = "burrow0"
+	DefaultControlSocket = "/run/burrow/burrow.sock"
+)
+
+// FieldError is a validation failure of one field.
+type FieldError struct {
+	Field string
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return fmt.Sprintf("%s: %s", e.Field, e.Msg) }
+
+func fieldErr(field, format string, args ...any) error {
+	return &FieldError{Field: field, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Load reads, defaults and validates the configuration at path.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config: %w", err)
+	}
+	c, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	c.Path = path
+	return c, nil
+}
+
+// Parse decodes, defaults and validates YAML.
+func Parse(data []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.applyDefaults()
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func (c *Config) applyDefaults() {
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.UnderlayMTU == 0 {
+		c.UnderlayMTU = DefaultUnderlayMTU
+	}
+	if c.TAP.Name == "" {
+		c.TAP.Name = DefaultTAPName
+	}
+	c.TAP.OffloadOn = c.TAP.Offload == nil || *c.TAP.Offload
+	if c.ControlSocket == "" {
+		c.ControlSocket = DefaultControlSocket
+	}
+	if c.Log.Level == "" {
+		c.Log.Level = "info"
+	}
+	if c.Log.Format == "" {
+		c.Log.Format = "text"
+	}
+}
+
+func (c *Config) validate() error {
+	if c.Network == "" {
+		return fieldErr("network", "is required: the name of the burrow network (as given to `burrow ca init --network`)")
+	}
+	if c.CA == "" {
+		return fieldErr("ca", "is required: path of the network's CA certificate (ca.crt)")
+	}
+	if c.Cert == "" {
+		return fieldErr("cert", "is required: path of this node's certificate (from `burrow cert sign`)")
+	}
+	var err error
+	if c.ListenAddr, err = netip.ParseAddrPort(c.Listen); err != nil {
+		return fieldErr("listen", "%q is not an address:port such as 0.0.0.0:51820", c.Listen)
+	}
+	if c.UnderlayMTU < 1280 || c.UnderlayMTU > 65535 {
+		return fieldErr("underlay_mtu", "%d is out of range 1280..65535", c.UnderlayMTU)
+	}
+	if err := c.TAP.validate(); err != nil {
+		return err
+	}
+	for i := range c.Peers {
+		if err := c.Peers[i].validate(fmt.Sprintf("peers[%d]", i)); err != nil {
+			return err
+		}
+	}
+	if err := c.Links.validate(); err != nil {
+		return err
+	}
+	if c.Switch.MaxMACs < 0 {
+		return fieldErr("switch.max_macs", "must not be negative")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		return fieldErr("log.level", "%q is not one of debug, info, warn, error", c.Log.Level)
+	}
+	if c.Log.Format != "text" && c.Log.Format != "json" {
+		return fieldErr("log.format", "%q is not text or json", c.Log.Format)
+	}
+	return nil
+}
+
+func (t *TAP) validate() error {
+	if len(t.Name) > 15 || strings.ContainsAny(t.Name, "/ \t%") {
+		return fieldErr("tap.name", "%q is not a valid interface name (at most 15 characters, no '/', '%%' or spaces)", t.Name)
+	}
+	if t.MTU != 0 && (t.MTU < 576 || t.MTU > 65000) {
+		return fieldErr("tap.mtu", "%d is out of range 576..65000 (0 derives it from underlay_mtu)", t.MTU)
+	}
+	if t.MAC != "" {
+		m, err := l2.ParseMAC(t.MAC)
+		if err != nil {
+			return fieldErr("tap.mac", "%q is not a MAC address such as 02:00:00:00:00:01", t.MAC)
+		}
+		if m.IsMulticast() {
+			return fieldErr("tap.mac", "%s is a multicast address; use a unicast one (first byte even)", t.MAC)
+		}
+		t.MACAddr, t.HasMAC = m, true
+	}
+	for i, a := range t.Addresses {
+		p, err := netip.ParsePrefix(a)
+		if err != nil {
+			return fieldErr(fmt.Sprintf("tap.addresses[%d]", i), "%q is not an address with prefix length such as 10.10.0.1/24", a)
+		}
+		t.Prefixes = append(t.Prefixes, p)
+	}
+	if t.Queues < 0 || t.Queues > 16 {
+		return fieldErr("tap.queues", "%d is out of range 0..16 (0 = one per CPU)", t.Queues)
+	}
+	return nil
+}
+
+func (p *Peer) validate(field string) error {
+	ap, err := netip.ParseAddrPort(p.Endpoint)
+	if err != nil || ap.Port() == 0 {
+		return fieldErr(field+".endpoint", "%q is not an address:port such as 203.0.113.7:51820", p.Endpoint)
+	}
+	p.Addr = ap
+	if p.PublicKey != "" {
+		raw, err := base64.StdEncoding.DecodeString(p.PublicKey)
+		if err != nil || len(raw) != 32 {
+			return fieldErr(field+".public_key", "is not a base64 X25519 public key (see `burrow key show` on that node)")
+		}
+		p.Key = new([32]byte)
+		copy(p.Key[:], raw)
+	}
+	return nil
+}
+
+func (l *Links) validate() error {
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"links.keepalive", l.Keepalive}, {"links.dead_after", l.DeadAfter}, {"links.rekey_after", l.RekeyAfter}, {"links.handshake_retry", l.HandshakeRetry}} {
+		if d.v < 0 {
+			return fieldErr(d.name, "must not be negative")
+		}
+	}
+	if l.Keepalive > 0 && l.DeadAfter > 0 && l.DeadAfter < 2*l.Keepalive {
+		return fieldErr("links.dead_after", "%v must be at least twice links.keepalive (%v), or live peers are declared dead", l.DeadAfter, l.Keepalive)
+	}
+	return nil
+}

@@ -1,0 +1,79 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+const minimal = `
+network: demo
+ca: /etc/burrow/ca.crt
+cert: /etc/burrow/node.crt
+`
+
+func TestMinimalConfigGetsDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.ListenAddr.Port() != 51820 || c.TAP.Name != DefaultTAPName || !c.TAP.OffloadOn || c.UnderlayMTU != 1500 || c.StateDir != DefaultStateDir {
+		t.Fatalf("defaults not applied: %+v", c)
+	}
+}
+
+func TestFullConfigParses(t *testing.T) {
+	c, err := Parse([]byte(minimal + `
+listen: "[::]:4000"
+tap: {name: bw1, mtu: 1400, mac: "02:00:00:00:00:07", addresses: [10.1.0.1/24, "fd00::1/64"], queues: 2, offload: false}
+peers:
+  - endpoint: 192.0.2.1:4000
+    public_key: AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=
+links: {keepalive: 1s, dead_after: 3s}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.TAP.Prefixes) != 2 || !c.TAP.HasMAC || c.TAP.OffloadOn || c.Peers[0].Key == nil || c.Peers[0].Key[31] != 31 {
+		t.Fatalf("fields not decoded: %+v", c)
+	}
+}
+
+// TestErrorsNameTheField is the table of bad configurations an operator
+// may write; each error must point at the field.
+func TestErrorsNameTheField(t *testing.T) {
+	cases := []struct {
+		yaml, field string
+	}{
+		{"ca: a\ncert: b\n", "network"},
+		{"network: x\ncert: b\n", "ca"},
+		{"network: x\nca: a\n", "cert"},
+		{minimal + "listen: 51820\n", "listen"},
+		{minimal + "underlay_mtu: 100\n", "underlay_mtu"},
+		{minimal + "tap: {name: way-too-long-interface}\n", "tap.name"},
+		{minimal + "tap: {mtu: 70000}\n", "tap.mtu"},
+		{minimal + "tap: {mac: nonsense}\n", "tap.mac"},
+		{minimal + "tap: {mac: \"01:00:5e:00:00:01\"}\n", "tap.mac"},
+		{minimal + "tap: {addresses: [10.0.0.1]}\n", "tap.addresses[0]"},
+		{minimal + "tap: {queues: 99}\n", "tap.queues"},
+		{minimal + "peers: [{endpoint: nowhere}]\n", "peers[0].endpoint"},
+		{minimal + "peers: [{endpoint: 192.0.2.1:1, public_key: short}]\n", "peers[0].public_key"},
+		{minimal + "links: {keepalive: 2s, dead_after: 3s}\n", "links.dead_after"},
+		{minimal + "log: {level: loud}\n", "log.level"},
+		{minimal + "log: {format: xml}\n", "log.format"},
+	}
+	for _, tc := range cases {
+		_, err := Parse([]byte(tc.yaml))
+		var fe *FieldError
+		if !errors.As(err, &fe) || fe.Field != tc.field {
+			t.Errorf("config %q: error %v, want one naming %s", tc.yaml, err, tc.field)
+		}
+	}
+}
+
+func TestUnknownFieldIsAnError(t *testing.T) {
+	_, err := Parse([]byte(minimal + "lisen: 0.0.0.0:1\n"))
+	if err == nil || !strings.Contains(err.Error(), "lisen") {
+		t.Fatalf("typo not reported: %v", err)
+	}
+}
