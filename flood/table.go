@@ -1,0 +1,243 @@
+package flood
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"burrow/l2"
+	"burrow/nid"
+)
+
+// Port names where a frame enters or leaves the bridge. The caller numbers
+// its links; LocalPort is the TAP device.
+type Port uint32
+
+// LocalPort is the bridge's own TAP device.
+const LocalPort Port = 0
+
+// Entry is what the learning table knows about one leaf MAC.
+type Entry struct {
+	Port     Port      // where frames to the MAC are switched
+	Root     nid.ID    // the bridge the MAC sits behind
+	LastSeen time.Time // the last Learn of the MAC
+}
+
+// Table is the learning table of EdgeVPN section 3.2.1: Ethernet address
+// learning (MAC to port) together with root bridge learning (the leaf MACs
+// behind each bridge). It is soft state: bounded, expiring, and rebuilt from
+// traffic and FRBs.
+//
+// Learn, Lookup and RootOf cost O(1) expected: one or two map operations and
+// a few index updates, whether the table is empty or full. When full, Learn
+// evicts the least recently seen entry in O(1), so a flood of random source
+// MACs can neither grow memory past maxMACs nor slow learning down; it can
+// only push out idle entries, which traffic then re-learns. Expire and
+// ForgetPort cost O(1) per removed entry and Leaves O(1) per returned MAC.
+//
+// Entries live in one slice and are threaded on three doubly-linked lists by
+// index: all entries from most to least recently seen, the entries of each
+// root, and the entries of each port. Times passed to Learn and Expire must
+// not go backwards.
+type Table struct {
+	maxMACs int
+	maxAge  time.Duration
+
+	slotOf map[l2.MAC]int32
+	slots  []slot // slots[0] is unused so that index 0 can mean "none"
+	free   int32  // first released slot, the rest chained through byAge
+
+	age   list // every entry, most recently seen first
+	roots map[nid.ID]list
+	ports map[Port]list
+}
+
+// chain selects one of the lists an entry is threaded on.
+type chain int
+
+const (
+	byAge chain = iota
+	byRoot
+	byPort
+	numChains
+)
+
+const none int32 = 0
+
+type list struct{ head, tail int32 }
+
+type links struct{ prev, next int32 }
+
+type slot struct {
+	mac   l2.MAC
+	entry Entry
+	links [numChains]links
+}
+
+// NewTable returns an empty table holding at most maxMACs entries, each
+// expiring maxAge after it was last learned. It panics on a non-positive
+// limit, which is a configuration bug.
+func NewTable(maxMACs int, maxAge time.Duration) *Table {
+	if maxMACs < 1 || maxMACs >= math.MaxInt32 || maxAge <= 0 {
+		panic(fmt.Sprintf("flood: NewTable(%d, %v): limits must be positive", maxMACs, maxAge))
+	}
+	return &Table{
+		maxMACs: maxMACs,
+		maxAge:  maxAge,
+		slotOf:  make(map[l2.MAC]int32),
+		slots:   make([]slot, 1),
+		roots:   make(map[nid.ID]list),
+		ports:   make(map[Port]list),
+	}
+}
+
+// Learn records that mac, behind the bridge root, is reached through port.
+// Learning a known MAC again moves it at once to the new port and root, which
+// is what lets an address relocate to another bridge. Multicast addresses are
+// never sources, so they are not learned.
+func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) {
+	if mac.IsMulticast() {
+		return
+	}
+	i, known := t.slotOf[mac]
+	if !known {
+		if len(t.slotOf) >= t.maxMACs {
+			t.remove(t.age.tail)
+		}
+		i = t.alloc()
+		t.slotOf[mac] = i
+		t.slots[i] = slot{mac: mac, entry: Entry{Port: port, Root: root, LastSeen: now}}
+		t.push(&t.age, byAge, i)
+		join(t, t.roots, root, byRoot, i)
+		join(t, t.ports, port, byPort, i)
+		return
+	}
+	e := &t.slots[i].entry
+	if e.Root != root {
+		leave(t, t.roots, e.Root, byRoot, i)
+		join(t, t.roots, root, byRoot, i)
+		e.Root = root
+	}
+	if e.Port != port {
+		leave(t, t.ports, e.Port, byPort, i)
+		join(t, t.ports, port, byPort, i)
+		e.Port = port
+	}
+	e.LastSeen = now
+	t.unlink(&t.age, byAge, i)
+	t.push(&t.age, byAge, i)
+}
+
+// Lookup returns what is known about mac.
+func (t *Table) Lookup(mac l2.MAC) (Entry, bool) {
+	i, ok := t.slotOf[mac]
+	if !ok {
+		return Entry{}, false
+	}
+	return t.slots[i].entry, true
+}
+
+// RootOf returns the bridge mac sits behind.
+func (t *Table) RootOf(mac l2.MAC) (nid.ID, bool) {
+	e, ok := t.Lookup(mac)
+	return e.Root, ok
+}
+
+// Leaves appends to dst the MACs known to sit behind root, most recently
+// seen first.
+func (t *Table) Leaves(root nid.ID, dst []l2.MAC) []l2.MAC {
+	for i := t.roots[root].head; i != none; i = t.slots[i].links[byRoot].next {
+		dst = append(dst, t.slots[i].mac)
+	}
+	return dst
+}
+
+// ForgetPort drops every entry learned through port, as when its link goes
+// down, and returns how many there were.
+func (t *Table) ForgetPort(port Port) int {
+	n := 0
+	for i := t.ports[port].head; i != none; n++ {
+		next := t.slots[i].links[byPort].next
+		t.remove(i)
+		i = next
+	}
+	return n
+}
+
+// Expire drops the entries not learned during the last maxAge before now and
+// returns how many there were.
+func (t *Table) Expire(now time.Time) int {
+	n := 0
+	for i := t.age.tail; i != none && !now.Before(t.slots[i].entry.LastSeen.Add(t.maxAge)); n++ {
+		t.remove(i)
+		i = t.age.tail
+	}
+	return n
+}
+
+// Len is the number of MACs in the table.
+func (t *Table) Len() int { return len(t.slotOf) }
+
+// Roots is the number of bridges with at least one known leaf.
+func (t *Table) Roots() int { return len(t.roots) }
+
+func (t *Table) alloc() int32 {
+	if i := t.free; i != none {
+		t.free = t.slots[i].links[byAge].next
+		return i
+	}
+	t.slots = append(t.slots, slot{})
+	return int32(len(t.slots) - 1)
+}
+
+func (t *Table) remove(i int32) {
+	s := &t.slots[i]
+	delete(t.slotOf, s.mac)
+	t.unlink(&t.age, byAge, i)
+	leave(t, t.roots, s.entry.Root, byRoot, i)
+	leave(t, t.ports, s.entry.Port, byPort, i)
+	*s = slot{links: [numChains]links{byAge: {next: t.free}}}
+	t.free = i
+}
+
+func (t *Table) push(l *list, c chain, i int32) {
+	t.slots[i].links[c] = links{prev: none, next: l.head}
+	if l.head != none {
+		t.slots[l.head].links[c].prev = i
+	} else {
+		l.tail = i
+	}
+	l.head = i
+}
+
+func (t *Table) unlink(l *list, c chain, i int32) {
+	at := t.slots[i].links[c]
+	if at.prev != none {
+		t.slots[at.prev].links[c].next = at.next
+	} else {
+		l.head = at.next
+	}
+	if at.next != none {
+		t.slots[at.next].links[c].prev = at.prev
+	} else {
+		l.tail = at.prev
+	}
+}
+
+// join and leave keep per-key lists in a map, deleting a key whose list
+// empties so that the map never outgrows the entries.
+func join[K comparable](t *Table, lists map[K]list, key K, c chain, i int32) {
+	l := lists[key]
+	t.push(&l, c, i)
+	lists[key] = l
+}
+
+func leave[K comparable](t *Table, lists map[K]list, key K, c chain, i int32) {
+	l := lists[key]
+	t.unlink(&l, c, i)
+	if l.head == none {
+		delete(lists, key)
+		return
+	}
+	lists[key] = l
+}
