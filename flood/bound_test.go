@@ -58,7 +58,7 @@ func ringOverlay(ids []nid.ID, s int) *overlay {
 // floodResult is what every node saw of one broadcast.
 type floodResult struct {
 	received []int // copies each node received
-	links    []int // overlay links the last copy crossed (Hops+1)
+	links    []int // overlay links the last copy crossed (its Hops)
 	sent     int
 }
 
@@ -82,7 +82,7 @@ func (o *overlay) flood(root int) floodResult {
 			queue = append(queue, message{o.index[tg.Peer], frb})
 		}
 	}
-	send(root, o.ids[root], 0)
+	send(root, o.ids[root], 1)
 	for len(queue) > 0 && r.sent <= n {
 		m := queue[0]
 		queue = queue[1:]
@@ -92,7 +92,7 @@ func (o *overlay) flood(root int) floodResult {
 			panic(err)
 		}
 		r.received[m.to]++
-		r.links[m.to] = int(f.Hops) + 1
+		r.links[m.to] = int(f.Hops)
 		send(m.to, f.Bound, f.Hops+1)
 	}
 	return r

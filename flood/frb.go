@@ -77,9 +77,10 @@ type FRB struct {
 	Root nid.ID // the bridge that started the broadcast or owns the leaves
 	// Bound is where the receiver's share of the ring ends (Broadcast only).
 	Bound nid.ID
-	// Hops counts the nodes that forwarded the broadcast so far (Broadcast only).
+	// Hops counts the overlay links the broadcast crossed (Broadcast only).
 	Hops uint8
-	// Frame is the original Ethernet frame (Broadcast only).
+	// Frame is the original Ethernet frame (Broadcast only), capped at its
+	// length so that appending to it cannot overwrite what follows in b.
 	Frame  []byte
 	leaves []byte // capped at its length so Leaf cannot read past the list
 }
@@ -95,8 +96,8 @@ func (f FRB) Leaf(i int) l2.MAC {
 func versionKind(k Kind) byte { return Version<<4 | byte(k) }
 
 // AppendBroadcast appends a Broadcast FRB carrying frame to dst. The
-// initiator sends hops 0 and each forwarding node the hops it received plus
-// one, so a receiver's Hops+1 is the number of overlay links the frame
+// initiator sends hops 1 and each forwarding node the hops it received plus
+// one, so Hops at a receiver is the number of overlay links the frame
 // crossed, the switching path length of experiment E7.
 func AppendBroadcast(dst []byte, root, bound nid.ID, hops uint8, frame []byte) []byte {
 	dst = append(dst, versionKind(Broadcast))
@@ -139,7 +140,7 @@ func Parse(b []byte) (FRB, error) {
 		f.Root = nid.ID(b[1 : 1+nid.Size])
 		f.Bound = nid.ID(b[1+nid.Size : 1+2*nid.Size])
 		f.Hops = b[1+2*nid.Size]
-		f.Frame = b[BroadcastHeaderLen:]
+		f.Frame = b[BroadcastHeaderLen:len(b):len(b)]
 		if len(f.Frame) < ethernetHeaderLen {
 			return FRB{}, ErrShortFrame
 		}

@@ -143,8 +143,8 @@ func (t *Table) RootOf(mac l2.MAC) (nid.ID, bool) {
 	return e.Root, ok
 }
 
-// Leaves appends to dst the MACs known to sit behind root, most recently
-// seen first.
+// Leaves appends to dst the MACs known to sit behind root, in no particular
+// order.
 func (t *Table) Leaves(root nid.ID, dst []l2.MAC) []l2.MAC {
 	for i := t.roots[root].head; i != none; i = t.slots[i].links[byRoot].next {
 		dst = append(dst, t.slots[i].mac)
