@@ -1,0 +1,84 @@
+package l2
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// EtherType identifies the protocol carried in an Ethernet frame. Values below
+// 0x0600 are 802.3 length fields, passed on unchanged like any other type.
+type EtherType uint16
+
+// EtherTypes burrow looks into.
+const (
+	EtherTypeIPv4 EtherType = 0x0800
+	EtherTypeARP  EtherType = 0x0806
+	EtherTypeVLAN EtherType = 0x8100 // 802.1Q tag
+	EtherTypeIPv6 EtherType = 0x86DD
+)
+
+// Header lengths of an Ethernet frame without and with one 802.1Q tag.
+const (
+	EthernetHeaderLen       = 14
+	EthernetTaggedHeaderLen = 18
+)
+
+// MaxFrameLen is the longest frame burrow handles: a 65535-byte IP packet
+// behind a tagged Ethernet header.
+const MaxFrameLen = EthernetTaggedHeaderLen + 65535
+
+// Ethernet is a parsed Ethernet header.
+type Ethernet struct {
+	Dst, Src MAC
+	// Tagged says the frame carries one 802.1Q tag; VLANTag is its tag
+	// control information (priority, drop eligibility, VLAN ID).
+	Tagged  bool
+	VLANTag uint16
+	// EtherType is the type of the payload, after the tag if there is one.
+	EtherType EtherType
+	// PayloadOffset is where the payload starts in the frame.
+	PayloadOffset int
+}
+
+var (
+	errShortEthernet = errors.New("l2: frame shorter than its Ethernet header")
+	errShortVLAN     = errors.New("l2: frame shorter than its 802.1Q-tagged Ethernet header")
+)
+
+// ParseEthernet reads the Ethernet header of frame. A second tag inside the
+// first is not unwrapped: it shows up as EtherType EtherTypeVLAN.
+func ParseEthernet(frame []byte) (Ethernet, error) {
+	var e Ethernet
+	if len(frame) < EthernetHeaderLen {
+		return e, errShortEthernet
+	}
+	copy(e.Dst[:], frame[0:6])
+	copy(e.Src[:], frame[6:12])
+	e.EtherType = EtherType(binary.BigEndian.Uint16(frame[12:14]))
+	e.PayloadOffset = EthernetHeaderLen
+	if e.EtherType == EtherTypeVLAN {
+		if len(frame) < EthernetTaggedHeaderLen {
+			return e, errShortVLAN
+		}
+		e.Tagged = true
+		e.VLANTag = binary.BigEndian.Uint16(frame[14:16])
+		e.EtherType = EtherType(binary.BigEndian.Uint16(frame[16:18]))
+		e.PayloadOffset = EthernetTaggedHeaderLen
+	}
+	return e, nil
+}
+
+// VLANID is the 12-bit VLAN identifier of the tag.
+func (e Ethernet) VLANID() uint16 { return e.VLANTag & 0x0fff }
+
+// AppendHeader appends the header described by e (PayloadOffset is ignored)
+// to b and returns the extended slice.
+func (e Ethernet) AppendHeader(b []byte) []byte {
+	b = append(b, e.Dst[:]...)
+	b = append(b, e.Src[:]...)
+	if e.Tagged {
+		b = binary.BigEndian.AppendUint16(b, uint16(EtherTypeVLAN))
+		b = binary.BigEndian.AppendUint16(b, e.VLANTag)
+	}
+	return binary.BigEndian.AppendUint16(b, uint16(e.EtherType))
+}
