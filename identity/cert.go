@@ -22,6 +22,7 @@ var (
 	ErrWrongNetwork  = errors.New("identity: wrong network")
 	ErrExpired       = errors.New("identity: certificate expired")
 	ErrNotYetValid   = errors.New("identity: certificate not yet valid")
+	ErrWrongKey      = errors.New("identity: certificate is for another key")
 )
 
 // Certificate limits.

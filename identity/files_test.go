@@ -199,3 +199,17 @@ func assertNoTempFiles(t *testing.T, dir string) {
 		}
 	}
 }
+
+func TestWriteFileAtomicWithoutReplaceKeepsExistingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "f")
+	if err := writeFileAtomic(path, []byte("first"), 0o600, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeFileAtomic(path, []byte("second"), 0o600, false); !errors.Is(err, fs.ErrExist) {
+		t.Fatalf("second write: %v, want fs.ErrExist", err)
+	}
+	if data, _ := os.ReadFile(path); string(data) != "first" {
+		t.Fatalf("file holds %q, want the first write", data)
+	}
+	assertNoTempFiles(t, filepath.Dir(path))
+}
