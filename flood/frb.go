@@ -55,8 +55,7 @@ const (
 	// sends several adverts.
 	MaxLeaves = 200
 
-	ethernetHeaderLen = 14
-	macLen            = len(l2.MAC{})
+	macLen = len(l2.MAC{})
 )
 
 // Parse errors. Parse returns them unwrapped so callers can count drops by
@@ -141,7 +140,7 @@ func Parse(b []byte) (FRB, error) {
 		f.Bound = nid.ID(b[1+nid.Size : 1+2*nid.Size])
 		f.Hops = b[1+2*nid.Size]
 		f.Frame = b[BroadcastHeaderLen:len(b):len(b)]
-		if len(f.Frame) < ethernetHeaderLen {
+		if len(f.Frame) < l2.EthernetHeaderLen {
 			return FRB{}, ErrShortFrame
 		}
 		return f, nil

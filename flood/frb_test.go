@@ -40,7 +40,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		root, bound := genID.Draw(t, "root"), genID.Draw(t, "bound")
 		hops := rapid.Uint8().Draw(t, "hops")
-		frame := rapid.SliceOfN(rapid.Byte(), ethernetHeaderLen, 300).Draw(t, "frame")
+		frame := rapid.SliceOfN(rapid.Byte(), l2.EthernetHeaderLen, 300).Draw(t, "frame")
 		prefix := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "prefix")
 
 		b := AppendBroadcast(bytes.Clone(prefix), root, bound, hops, frame)
@@ -138,7 +138,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 		{"kind 3", with(broadcast, 0, 0x13), ErrKind},
 		{"broadcast cut in header", broadcast[:BroadcastHeaderLen-1], ErrTruncated},
 		{"broadcast without frame", broadcast[:BroadcastHeaderLen], ErrShortFrame},
-		{"broadcast frame 13 bytes", broadcast[:BroadcastHeaderLen+ethernetHeaderLen-1], ErrShortFrame},
+		{"broadcast frame 13 bytes", broadcast[:BroadcastHeaderLen+l2.EthernetHeaderLen-1], ErrShortFrame},
 		{"advert cut in header", advert[:LeafAdvertHeaderLen-1], ErrTruncated},
 		{"advert cut in leaf", advert[:len(advert)-1], ErrTruncated},
 		{"advert count too high", with(advert, LeafAdvertHeaderLen-1, 3), ErrTruncated},
@@ -151,7 +151,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 			t.Errorf("%s: Parse = %+v, %v; want %v", c.name, f, err, c.want)
 		}
 	}
-	if _, err := Parse(broadcast[:BroadcastHeaderLen+ethernetHeaderLen]); err != nil {
+	if _, err := Parse(broadcast[:BroadcastHeaderLen+l2.EthernetHeaderLen]); err != nil {
 		t.Errorf("a bare 14-byte frame must be accepted: %v", err)
 	}
 }
@@ -187,7 +187,7 @@ func reencode(f FRB) []byte {
 
 func FuzzParse(f *testing.F) {
 	f.Add(AppendBroadcast(nil, nid.ID{1}, nid.ID{2}, 0, arpFrame))
-	f.Add(AppendBroadcast(nil, nid.ID{}, nid.ID{}, 255, arpFrame[:ethernetHeaderLen]))
+	f.Add(AppendBroadcast(nil, nid.ID{}, nid.ID{}, 255, arpFrame[:l2.EthernetHeaderLen]))
 	f.Add(AppendLeafAdvert(nil, nid.ID{3}, []l2.MAC{{0x02, 0, 0, 0, 0, 1}}))
 	f.Add(AppendLeafAdvert(nil, nid.ID{3}, nil))
 	f.Add([]byte{0x12, 0xff})
@@ -199,7 +199,7 @@ func FuzzParse(f *testing.F) {
 		}
 		switch frb.Kind {
 		case Broadcast:
-			if len(frb.Frame) < ethernetHeaderLen {
+			if len(frb.Frame) < l2.EthernetHeaderLen {
 				t.Fatalf("accepted a %d-byte frame", len(frb.Frame))
 			}
 		case LeafAdvert:
