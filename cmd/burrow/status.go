@@ -1,0 +1,88 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"burrow/config"
+	"burrow/runtime"
+)
+
+func init() {
+	var socket string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the running node's links and counters",
+		Long: `Ask the running node (over its local control socket) for its status:
+node ID, TAP device, links with their state, learned MACs and drop counters.`,
+		Example: `  burrow status
+  burrow status --json | jq '.links[] | select(.state=="up") | .peer'
+  burrow status --socket /run/burrow/other.sock`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			resp, err := runtime.Query(socket, runtime.Request{Command: "status"})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(resp.Status)
+			}
+			printStatus(cmd.OutOrStdout(), resp.Status)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", config.DefaultControlSocket, "control socket of the node")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON for scripts")
+	rootCmd.AddCommand(cmd)
+}
+
+func printStatus(w io.Writer, st *runtime.Status) {
+	fmt.Fprintf(w, "node      %s (%s) in network %s\n", st.Name, st.NodeID, st.Network)
+	fmt.Fprintf(w, "listen    %s\n", st.Listen)
+	fmt.Fprintf(w, "tap       %s mtu %d mac %s %v (vnet_hdr=%v tso=%v uso=%v queues=%d)\n",
+		st.TAP.Name, st.TAP.MTU, st.TAP.MAC, st.TAP.Addresses, st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO, st.TAP.Queues)
+	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n\n", st.LearnedMACs, st.Flows)
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PEER\tNODE ID\tSTATE\tPATH\tENDPOINT\tUP FOR\tRX\tTX")
+	for _, l := range st.Links {
+		up := "-"
+		if !l.Since.IsZero() {
+			up = time.Since(l.Since).Round(time.Second).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Peer, l.NodeID[:8], l.State, l.Path, l.Endpoint, up, bytesHuman(l.RxBytes), bytesHuman(l.TxBytes))
+	}
+	for _, d := range st.Dials {
+		if !d.Connected {
+			fmt.Fprintf(tw, "-\t-\tdialing\tdirect\t%s\t-\t-\t%s\n", d.Endpoint, d.LastError)
+		}
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\ndrops     ")
+	for k, v := range st.Drops {
+		if v > 0 {
+			fmt.Fprintf(w, "%s=%d ", k, v)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func bytesHuman(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"burrow/config"
+	"burrow/runtime"
+)
+
+func init() {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "up",
+		Short: "Run a node in the foreground",
+		Long: `Run a burrow node in the foreground until SIGINT or SIGTERM.
+
+The node opens its UDP socket and TAP device, links to the configured peers
+and switches frames. On shutdown it removes the TAP device together with its
+addresses and the control socket. Needs root (or CAP_NET_ADMIN).`,
+		Example: `  burrow up -c /etc/burrow/burrow.yaml`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(path)
+			if err != nil {
+				return err
+			}
+			log := newLogger(cfg.Log)
+			d, err := runtime.Start(cfg, log)
+			if err != nil {
+				return err
+			}
+			sigs := make(chan os.Signal, 1)
+			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+			select {
+			case sig := <-sigs:
+				log.Info("signal received", "signal", sig.String())
+				return d.Close()
+			case <-waitChan(d):
+				return d.Wait()
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&path, "config", "c", "/etc/burrow/burrow.yaml", "configuration file")
+	rootCmd.AddCommand(cmd)
+}
+
+func waitChan(d *runtime.Daemon) <-chan struct{} {
+	ch := make(chan struct{})
+	go func() { d.Wait(); close(ch) }()
+	return ch
+}
+
+func newLogger(c config.Log) *slog.Logger {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.Level)); err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts))
+}
+

@@ -1,0 +1,153 @@
+package runtime
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+
+	"burrow/node"
+)
+
+// Status is what `burrow status` shows: the core's view plus the local
+// devices.
+type Status struct {
+	Name    string    `json:"name"`
+	Network string    `json:"network"`
+	Listen  string    `json:"listen"`
+	TAP     TAPStatus `json:"tap"`
+	node.Status
+}
+
+// TAPStatus describes the local virtual Ethernet device.
+type TAPStatus struct {
+	Name      string   `json:"name"`
+	MTU       int      `json:"mtu"`
+	MAC       string   `json:"mac"`
+	Addresses []string `json:"addresses"`
+	VnetHdr   bool     `json:"vnet_hdr"`
+	TSO       bool     `json:"tso"`
+	USO       bool     `json:"uso"`
+	Queues    int      `json:"queues"`
+}
+
+// Status collects the daemon's status on the core goroutine.
+func (d *Daemon) Status() (Status, error) {
+	var st Status
+	err := d.call(func() {
+		off := d.dev.Offloads()
+		st = Status{
+			Name: d.cert.Name, Network: d.cfg.Network, Listen: d.conn.LocalAddr().String(),
+			TAP: TAPStatus{
+				Name: d.dev.Name(), MTU: d.dev.MTU(), MAC: d.dev.MAC().String(),
+				VnetHdr: off.VnetHdr, TSO: off.TSO, USO: off.USO, Queues: d.dev.NumQueues(),
+			},
+			Status: d.node.Status(),
+		}
+		for _, p := range d.addrs {
+			st.TAP.Addresses = append(st.TAP.Addresses, p.String())
+		}
+	})
+	return st, err
+}
+
+// Request is a control-socket request: one JSON line.
+type Request struct {
+	Command string `json:"command"`
+}
+
+// Response is the control-socket reply: one JSON line.
+type Response struct {
+	Error  string  `json:"error,omitempty"`
+	Status *Status `json:"status,omitempty"`
+}
+
+type controlServer struct {
+	path string
+	ln   net.Listener
+	d    *Daemon
+}
+
+func listenControl(path string, d *Daemon) (*controlServer, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if c, err := net.Dial("unix", path); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("control socket %s is in use: another burrow is running with this control_socket", path)
+	}
+	os.Remove(path) // a stale socket from a crashed run
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, fmt.Errorf("control socket: %w", err)
+	}
+	return &controlServer{path: path, ln: ln, d: d}, nil
+}
+
+func (s *controlServer) serve() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(c)
+	}
+}
+
+func (s *controlServer) handle(c net.Conn) {
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	var req Request
+	line, err := bufio.NewReader(c).ReadBytes('\n')
+	var resp Response
+	if err != nil || json.Unmarshal(line, &req) != nil {
+		resp.Error = "malformed request"
+	} else {
+		switch req.Command {
+		case "status":
+			st, err := s.d.Status()
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.Status = &st
+			}
+		default:
+			resp.Error = fmt.Sprintf("unknown command %q", req.Command)
+		}
+	}
+	json.NewEncoder(c).Encode(resp)
+}
+
+func (s *controlServer) close() {
+	s.ln.Close()
+	os.Remove(s.path)
+}
+
+// Query sends one request to the daemon behind the control socket at path.
+func Query(path string, req Request) (*Response, error) {
+	c, err := net.DialTimeout("unix", path, 2*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("cannot reach burrow at %s (is `burrow up` running, and are you root?): %w", path, err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if err := json.NewEncoder(c).Encode(req); err != nil {
+		return nil, err
+	}
+	var resp Response
+	if err := json.NewDecoder(c).Decode(&resp); err != nil {
+		return nil, fmt.Errorf("reading reply from %s: %w", path, err)
+	}
+	if resp.Error != "" {
+		return &resp, errors.New(resp.Error)
+	}
+	return &resp, nil
+}

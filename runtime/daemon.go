@@ -1,0 +1,333 @@
+// Package runtime drives burrow's pure core with real I/O: one UDP socket
+// shared by every link (batched, with GSO/GRO), the TAP device (with the
+// virtio header and offloads), timers, and the local control socket. It is
+// the only package that starts goroutines:
+//
+//   - one core goroutine owns the node.Node and handles everything the data
+//     path hands up (handshakes, broadcasts, misses), timers and control
+//     requests;
+//   - one goroutine per TAP queue reads frames, switches, segments, seals
+//     and sends them;
+//   - one goroutine reads the socket, opens datagrams and writes frames to
+//     the TAP, coalesced.
+//
+// The data-path goroutines never wait for the core: events go through a
+// bounded queue and are dropped, counted, when it is full.
+package runtime
+
+import (
+	"context"
+	crand "crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	goruntime "runtime"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/cpu"
+
+	"burrow/config"
+	"burrow/flood"
+	"burrow/identity"
+	"burrow/l2"
+	"burrow/link"
+	"burrow/nid"
+	"burrow/node"
+	"burrow/runtime/tap"
+	"burrow/runtime/udpio"
+	"burrow/wire"
+)
+
+// Daemon is a running node.
+type Daemon struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	cert    *identity.Certificate
+	node    *node.Node
+	dev     *tap.Device
+	conn    *udpio.Conn
+	control *controlServer
+	events  chan node.Event
+	calls   chan func()
+	tapBuf  []byte // core-owned buffer for frames written to the TAP
+	addrs   []netip.Prefix
+	wg      sync.WaitGroup
+	cancel  context.CancelFunc
+	done    chan struct{}
+	err     error
+}
+
+const (
+	eventQueueLen = 4096
+	// rxBufLen holds one GRO-coalesced run of datagrams.
+	rxBufLen   = 65536
+	rxBatch    = 32
+	txBatch    = 128
+	txBufLen   = 2048
+	tapReadLen = l2.VirtioNetHdrLen + 65536 + 14
+)
+
+// TAPMTU is the largest TAP MTU for which a frame, even as a broadcast
+// with its flood header, fits a datagram on an underlay of underlayMTU.
+func TAPMTU(underlayMTU int, ipv6 bool) int {
+	ipUDP := 20 + 8
+	if ipv6 {
+		ipUDP = 40 + 8
+	}
+	inner := max(wire.FrameHeaderLen, 1+flood.BroadcastHeaderLen)
+	return underlayMTU - ipUDP - wire.TransportOverhead - inner - 14
+}
+
+// MACFor derives a stable locally administered MAC from a node ID.
+func MACFor(id nid.ID) l2.MAC {
+	return l2.MAC{0x02, id[0], id[1], id[2], id[3], id[4]}
+}
+
+// Start brings a node up: keys, certificate, socket, TAP, control socket
+// and goroutines. When it fails, everything it did is undone.
+func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
+	d = &Daemon{cfg: cfg, log: log, events: make(chan node.Event, eventQueueLen), calls: make(chan func()), done: make(chan struct{})}
+	defer func() {
+		if err != nil {
+			d.closeIO()
+		}
+	}()
+	key, created, err := identity.LoadOrCreateNodeKey(cfg.StateDir, crand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		log.Info("created node key", "path", cfg.StateDir+"/node.key", "node_id", key.ID())
+	}
+	ca, cert, err := loadMembership(cfg, key, time.Now())
+	if err != nil {
+		return nil, err
+	}
+	d.cert = cert
+
+	if d.conn, err = udpio.Listen(cfg.ListenAddr); err != nil {
+		return nil, fmt.Errorf("listen %v: %w (is another burrow running? change `listen` in %s)", cfg.ListenAddr, err, cfg.Path)
+	}
+	mtu := cfg.TAP.MTU
+	if mtu == 0 {
+		mtu = TAPMTU(cfg.UnderlayMTU, cfg.ListenAddr.Addr().Is6() && !cfg.ListenAddr.Addr().Is4In6())
+	}
+	mac := MACFor(key.ID())
+	if cfg.TAP.HasMAC {
+		mac = cfg.TAP.MACAddr
+	}
+	d.addrs = cfg.TAP.Prefixes
+	if len(d.addrs) == 0 {
+		d.addrs = cert.Addresses
+	}
+	queues := cfg.TAP.Queues
+	if queues == 0 {
+		queues = min(goruntime.NumCPU(), 4)
+	}
+	if d.dev, err = tap.Create(tap.Options{Name: cfg.TAP.Name, MTU: mtu, MAC: mac, Addresses: d.addrs, Queues: queues, Offload: cfg.TAP.OffloadOn}); err != nil {
+		return nil, err
+	}
+	if d.control, err = listenControl(cfg.ControlSocket, d); err != nil {
+		return nil, err
+	}
+	d.tapBuf = make([]byte, l2.VirtioNetHdrLen+65536)
+
+	now := time.Now()
+	peers := make([]node.StaticPeer, len(cfg.Peers))
+	for i, p := range cfg.Peers {
+		peers[i] = node.StaticPeer{Endpoint: p.Addr, Key: p.Key}
+	}
+	d.node, err = node.New(node.Config{
+		Handshake: link.HandshakeConfig{
+			Network: cfg.Network, Private: key.Private, Public: key.Public,
+			Cert: cert.Marshal(), AESFast: hasFastAES(), Rand: crand.Reader,
+		},
+		Verify: func(raw []byte, static [32]byte, now time.Time) (link.Peer, error) {
+			c, err := ca.VerifyPeer(raw, static, now)
+			if err != nil {
+				return link.Peer{}, err
+			}
+			return link.Peer{ID: c.ID(), Name: c.Name, Addresses: c.Addresses, NotAfter: c.NotAfter}, nil
+		},
+		Timers: link.Timers{
+			Keepalive: cfg.Links.Keepalive, DeadAfter: cfg.Links.DeadAfter, HandshakeRetry: cfg.Links.HandshakeRetry,
+			RekeyAfter: cfg.Links.RekeyAfter, RekeyAfterMessages: cfg.Links.RekeyAfterMessages,
+		},
+		MAC:      d.dev.MAC(),
+		Peers:    peers,
+		MaxMACs:  cfg.Switch.MaxMACs,
+		MACAge:   cfg.Switch.MACAge,
+		FlowIdle: cfg.Switch.FlowIdle,
+		Log:      log,
+	}, (*coreOutput)(d), now)
+	if err != nil {
+		return nil, err
+	}
+	log.Info("burrow up", "node_id", d.node.Self(), "name", cert.Name, "network", cfg.Network,
+		"listen", d.conn.LocalAddr(), "tap", d.dev.Name(), "mtu", d.dev.MTU(), "mac", d.dev.MAC(),
+		"addresses", d.addrs, "offloads", fmt.Sprintf("%+v", d.dev.Offloads()), "peers", len(peers))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	d.cancel = cancel
+	d.wg.Add(2 + d.dev.NumQueues())
+	go d.runCore(ctx)
+	go d.runSocketReader()
+	for i := range d.dev.NumQueues() {
+		go d.runTAPReader(d.dev.Queue(i))
+	}
+	go d.control.serve()
+	return d, nil
+}
+
+// loadMembership loads the CA and this node's certificate and checks that
+// they belong together, to this key and this network, now.
+func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*identity.CA, *identity.Certificate, error) {
+	ca, err := identity.LoadCAPublic(cfg.CA)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ca %s: %w", cfg.CA, err)
+	}
+	if ca.Network != cfg.Network {
+		return nil, nil, fmt.Errorf("ca %s is for network %q, but the config says network %q", cfg.CA, ca.Network, cfg.Network)
+	}
+	cert, err := identity.LoadCertificate(cfg.Cert)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cert %s: %w", cfg.Cert, err)
+	}
+	if cert.PublicKey != key.Public {
+		return nil, nil, fmt.Errorf("cert %s was issued for another key than %s/node.key; sign one for this node: burrow cert sign --ca CA_DIR --state %s --name %s --out %s",
+			cfg.Cert, cfg.StateDir, cfg.StateDir, cert.Name, cfg.Cert)
+	}
+	if err := ca.Verify(cert, now); err != nil {
+		return nil, nil, fmt.Errorf("cert %s: %w", cfg.Cert, err)
+	}
+	return ca, cert, nil
+}
+
+func hasFastAES() bool {
+	return (cpu.X86.HasAES && cpu.X86.HasPCLMULQDQ) || (cpu.ARM64.HasAES && cpu.ARM64.HasPMULL)
+}
+
+// Wait blocks until the daemon stopped and returns why.
+func (d *Daemon) Wait() error {
+	<-d.done
+	return d.err
+}
+
+// Close stops the daemon and removes the TAP (with its addresses) and the
+// control socket.
+func (d *Daemon) Close() error {
+	d.cancel()
+	<-d.done
+	return d.err
+}
+
+func (d *Daemon) closeIO() {
+	if d.control != nil {
+		d.control.close()
+	}
+	if d.conn != nil {
+		d.conn.Close()
+	}
+	if d.dev != nil {
+		d.dev.Close()
+	}
+}
+
+// Node ID of the running daemon.
+func (d *Daemon) NodeID() nid.ID { return d.node.Self() }
+
+// call runs f on the core goroutine and waits for it.
+func (d *Daemon) call(f func()) error {
+	finished := make(chan struct{})
+	select {
+	case d.calls <- func() { f(); close(finished) }:
+	case <-d.done:
+		return errors.New("daemon stopped")
+	}
+	<-finished
+	return nil
+}
+
+func (d *Daemon) runCore(ctx context.Context) {
+	defer d.wg.Done()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	defer func() {
+		d.closeIO()
+		go func() { d.wg.Wait(); close(d.done) }()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			d.log.Info("shutting down")
+			return
+		case ev := <-d.events:
+			d.node.Handle(ev, time.Now())
+		case f := <-d.calls:
+			f()
+		case <-timer.C:
+			d.node.Tick(time.Now())
+		}
+		now := time.Now()
+		timer.Reset(d.node.NextDeadline(now).Sub(now))
+	}
+}
+
+// enqueue hands an event to the core without ever blocking the data path.
+func (d *Daemon) enqueue(ev node.Event) {
+	select {
+	case d.events <- ev:
+	default:
+		d.node.Stats().Drop(node.DropSlowPathFull)
+	}
+}
+
+// coreOutput carries the core's actions to the socket and the TAP. It runs
+// on the core goroutine only.
+type coreOutput Daemon
+
+func (o *coreOutput) SendDatagram(to netip.AddrPort, b []byte) {
+	if err := o.conn.WriteTo(b, to); err != nil {
+		o.log.Debug("send failed", "to", to, "err", err)
+	}
+}
+
+func (o *coreOutput) WriteFrame(frame []byte, off l2.Offload) {
+	(*Daemon)(o).writeTAP(o.dev.Queue(0), o.tapBuf, frame, off)
+}
+
+// writeTAP writes one frame to a TAP queue through buf, adding the virtio
+// header the device expects or finishing the checksum when it has none.
+func (d *Daemon) writeTAP(q *tap.Queue, buf, frame []byte, off l2.Offload) {
+	if !d.dev.Offloads().VnetHdr {
+		if off.NeedsCsum {
+			if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
+				return
+			}
+		}
+		q.Write(frame)
+		return
+	}
+	off.VirtioNetHdr().Encode(buf)
+	n := copy(buf[l2.VirtioNetHdrLen:], frame)
+	q.Write(buf[:l2.VirtioNetHdrLen+n])
+}
+
+// newWorker makes the scratch of one data-path goroutine; frames is where
+// it puts frames for the TAP (nil for workers that never write any).
+func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
+	out := make([]udpio.Message, 0, txBatch)
+	send := func(msgs []node.TxMsg) {
+		out = out[:0]
+		for _, m := range msgs {
+			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To})
+		}
+		if _, err := d.conn.WriteBatch(out); err != nil && !errors.Is(err, os.ErrClosed) {
+			d.log.Debug("batch send failed", "err", err)
+		}
+	}
+	return &node.Worker{Tx: node.NewTxBatch(txBatch, txBufLen, send), Frames: frames, Slow: d.enqueue}
+}

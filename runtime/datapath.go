@@ -1,0 +1,117 @@
+package runtime
+
+import (
+	"errors"
+	"net"
+	"os"
+	"time"
+
+	"burrow/l2"
+	"burrow/runtime/tap"
+	"burrow/runtime/udpio"
+)
+
+// runTAPReader moves frames from one TAP queue into the tunnel.
+func (d *Daemon) runTAPReader(q *tap.Queue) {
+	defer d.wg.Done()
+	w := d.newWorker(nil)
+	dp := d.node.Dataplane()
+	buf := make([]byte, tapReadLen)
+	vnet := d.dev.Offloads().VnetHdr
+	for {
+		n, err := q.Read(buf)
+		if err != nil {
+			if !closedErr(err) {
+				d.log.Error("TAP read failed", "err", err)
+			}
+			return
+		}
+		var hdr l2.VirtioNetHdr
+		frame := buf[:n]
+		if vnet {
+			if err := hdr.Decode(frame); err != nil {
+				continue
+			}
+			frame = frame[l2.VirtioNetHdrLen:]
+		}
+		dp.FromTAP(w, hdr, frame, time.Now().UnixNano())
+		w.Tx.Flush()
+	}
+}
+
+// tapWriter coalesces frames bound for the TAP and writes them in as few
+// system calls as the kernel allows.
+type tapWriter struct {
+	d    *Daemon
+	q    *tap.Queue
+	gro  *l2.Coalescer // nil when the TAP has no virtio header
+	buf  []byte
+	fail error
+}
+
+func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
+	if t.gro == nil {
+		t.d.writeTAP(t.q, t.buf, frame, off)
+		return
+	}
+	if !t.gro.Add(frame, off) {
+		t.flush()
+		if !t.gro.Add(frame, off) {
+			t.d.writeTAP(t.q, t.buf, frame, off)
+		}
+	}
+}
+
+func (t *tapWriter) flush() {
+	if t.gro != nil {
+		t.gro.Flush(t.write)
+	}
+}
+
+func (t *tapWriter) write(pkt []byte) error {
+	_, err := t.q.Write(pkt)
+	return err
+}
+
+// runSocketReader moves datagrams from the socket to the TAP (or onwards).
+func (d *Daemon) runSocketReader() {
+	defer d.wg.Done()
+	tw := &tapWriter{d: d, q: d.dev.Queue(0), buf: make([]byte, l2.VirtioNetHdrLen+65536)}
+	if d.dev.Offloads().VnetHdr {
+		tw.gro = l2.NewCoalescer(256, 512<<10)
+	}
+	w := d.newWorker(tw)
+	dp := d.node.Dataplane()
+	msgs := make([]udpio.Message, rxBatch)
+	for i := range msgs {
+		msgs[i].Buf = make([]byte, rxBufLen)
+	}
+	for {
+		n, err := d.conn.ReadBatch(msgs)
+		if err != nil {
+			if !closedErr(err) {
+				d.log.Error("socket read failed", "err", err)
+			}
+			return
+		}
+		now := time.Now().UnixNano()
+		for _, m := range msgs[:n] {
+			data := m.Buf[:m.N]
+			seg := m.SegmentSize
+			if seg <= 0 {
+				seg = len(data)
+			}
+			for len(data) > 0 {
+				one := data[:min(seg, len(data))]
+				data = data[len(one):]
+				dp.FromNetwork(w, m.Addr, one, now)
+			}
+		}
+		tw.flush()
+		w.Tx.Flush()
+	}
+}
+
+func closedErr(err error) bool {
+	return errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed)
+}
