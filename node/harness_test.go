@@ -48,7 +48,9 @@ func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
 	n.w.queue = append(n.w.queue, packet{n.addr, to, bytes.Clone(b)})
 }
 
-func (n *testNode) WriteFrame(frame []byte, off l2.Offload) { n.tap = append(n.tap, bytes.Clone(frame)) }
+func (n *testNode) WriteFrame(frame []byte, off l2.Offload) {
+	n.tap = append(n.tap, bytes.Clone(frame))
+}
 
 func (n *testNode) Frame(frame []byte, off l2.Offload) { n.WriteFrame(frame, off) }
 

@@ -12,7 +12,7 @@ import (
 // last-use time survives republishing.
 type snapshot struct {
 	sessions map[uint32]rxSession // by the index peers address us with
-	ports    map[uint32]*port         // by switch port; 0 is the TAP
+	ports    map[uint32]*port     // by switch port; 0 is the TAP
 	flows    map[flowKey]*flow
 }
 

@@ -32,8 +32,8 @@ type Stats struct {
 	drops [numDropReasons]atomic.Uint64
 
 	FloodsStarted, FloodsReceived, FloodsForwarded atomic.Uint64
-	FramesToTAP, FramesFromTAP                      atomic.Uint64
-	SlowPathEvents                                  atomic.Uint64
+	FramesToTAP, FramesFromTAP                     atomic.Uint64
+	SlowPathEvents                                 atomic.Uint64
 }
 
 func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }

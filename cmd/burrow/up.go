@@ -66,4 +66,3 @@ func newLogger(c config.Log) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts))
 }
-
