@@ -2,6 +2,7 @@ package netlab_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -42,6 +43,8 @@ func runHelper(mode string, args []string) error {
 		return probe(args[0], args[1], args[2])
 	case "crash": // crash LOGDIR: build a lab, print its prefix, exit
 		return crash(args[0])
+	case "await-signal": // await-signal LOGDIR: build a lab, print its prefix, wait
+		return awaitSignal(args[0])
 	}
 	return fmt.Errorf("unknown helper mode %q", mode)
 }
@@ -120,6 +123,22 @@ func crash(logDir string) error {
 	}
 	fmt.Print(lab.Prefix())
 	return nil
+}
+
+// awaitSignal leaves it to CloseAllOnSignal to close a lab and end the
+// helper.
+func awaitSignal(logDir string) error {
+	netlab.CloseAllOnSignal()
+	lab, err := netlab.New(netlab.Options{LogDir: logDir})
+	if err != nil {
+		return err
+	}
+	if _, err := lab.AddHost("a"); err != nil {
+		return err
+	}
+	fmt.Println(lab.Prefix())
+	time.Sleep(time.Minute)
+	return errors.New("no signal came")
 }
 
 func testExecutable(t *testing.T) string {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -104,6 +105,33 @@ func inNamespace(name string, fn func() error) error {
 		result <- fnErr
 	}()
 	return <-result
+}
+
+// waitLinksReady waits until the kernel has finished bringing up the links
+// in the namespace. It applies carrier changes asynchronously, for bridges
+// up to a second later, and drops what is sent before: the first ARP
+// request would be lost and retried only after another second.
+func waitLinksReady(namespace string, links ...string) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for _, link := range links {
+		for {
+			cmd := exec.Command("ip", "-n", namespace, "-d", "-o", "link", "show", "dev", link)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				return commandError(cmd, err, out)
+			}
+			up := strings.Contains(string(out), " state UP ")
+			forwarding := !strings.Contains(string(out), "bridge_slave") || strings.Contains(string(out), "bridge_slave state forwarding")
+			if up && forwarding {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("netlab: link %s in %s did not come up: %s", link, namespace, out)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 func runIP(args ...string) error {

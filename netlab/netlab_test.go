@@ -1,9 +1,9 @@
 package netlab_test
 
 import (
+	"bufio"
 	"context"
 	"errors"
-	"io/fs"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -118,6 +118,13 @@ func TestInternetHostsPingEachOther(t *testing.T) {
 	}
 	if r := ping(t, b, a.Addr, 1); r.Received != 1 {
 		t.Errorf("ping b to a: %+v, want the reply", r)
+	}
+	// Any destination has a route, so programs can learn their outbound
+	// address; packets to it find no neighbour in the sealed lab.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err := a.Run(ctx, "ip", "route", "get", "192.0.2.1"); err != nil || !strings.Contains(string(out), "src "+a.Addr.String()) {
+		t.Errorf("route from an internet host to an outside address: %q, %v", out, err)
 	}
 }
 
@@ -324,6 +331,19 @@ func TestCleanupAllRemovesOnlyLabsOfEndedPrograms(t *testing.T) {
 	if len(labNamespaces(t, prefix)) != 2 || !stateFileExists(prefix) {
 		t.Fatalf("the crashed helper left namespaces %v, want inet and a with a state file", labNamespaces(t, prefix))
 	}
+	// The kernel kills the processes of a lab whose program died.
+	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		out, err := exec.Command("ip", "netns", "pids", prefix+"-a").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(out) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("processes of the crashed lab still run: %s", out)
+		}
+	}
 
 	if err := netlab.CleanupAll(); err != nil {
 		t.Fatal(err)
@@ -333,6 +353,41 @@ func TestCleanupAllRemovesOnlyLabsOfEndedPrograms(t *testing.T) {
 	}
 	if got := labNamespaces(t, live.Prefix()); len(got) != 2 || !stateFileExists(live.Prefix()) {
 		t.Errorf("CleanupAll touched a live lab: namespaces %v, state file %v", got, stateFileExists(live.Prefix()))
+	}
+}
+
+func TestSignalClosesOpenLabs(t *testing.T) {
+	if err := netlab.Available(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	t.Parallel()
+	helper := exec.Command(testExecutable(t), helperArg, "await-signal", t.TempDir())
+	stdout, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	prefix, err := bufio.NewReader(stdout).ReadString('\n')
+	prefix = strings.TrimSpace(prefix)
+	if prefix != "" {
+		t.Cleanup(func() { netlab.Cleanup(prefix) })
+	}
+	if err != nil {
+		helper.Process.Kill()
+		t.Fatalf("helper: %v, %v", err, helper.Wait())
+	}
+	if len(labNamespaces(t, prefix)) != 2 {
+		t.Fatalf("namespaces of the helper's lab: %v", labNamespaces(t, prefix))
+	}
+	helper.Process.Signal(os.Interrupt)
+	err = helper.Wait()
+	if status, ok := helper.ProcessState.Sys().(syscall.WaitStatus); !ok || status.Signal() != os.Interrupt {
+		t.Errorf("helper ended with %v, want death by SIGINT", err)
+	}
+	if got := labNamespaces(t, prefix); len(got) != 0 || stateFileExists(prefix) {
+		t.Errorf("left after SIGINT: namespaces %v, state file %v", got, stateFileExists(prefix))
 	}
 }
 
@@ -402,7 +457,7 @@ func TestIperf3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.BitsPerSecond < 1e6 || r.Retransmits < 0 {
+	if r.BitsPerSecond < 1e6 {
 		t.Errorf("iperf3 result %+v, want at least 1 Mbit/s", r)
 	}
 }
@@ -468,8 +523,5 @@ func TestWaitListeningTimesOut(t *testing.T) {
 	defer cancel()
 	if err := a.WaitListening(ctx, "tcp", 9); err == nil {
 		t.Error("WaitListening succeeded with nothing listening")
-	}
-	if _, err := os.Stat(lab.LogDir()); errors.Is(err, fs.ErrNotExist) {
-		t.Error("log dir missing")
 	}
 }

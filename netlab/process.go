@@ -49,8 +49,8 @@ type Process struct {
 // Start starts the program inside the host's namespace in the background,
 // with stdout and stderr going to LogDir/<host>-<program>-<n>.log. The
 // process gets its own process group, so a terminal's Ctrl-C reaches only
-// the program driving the lab, which then stops it in order; it is killed
-// by the kernel if that program dies.
+// the program driving the lab, which can then stop it in order (see
+// CloseAllOnSignal); the kernel kills it if that program dies.
 func (h *Host) Start(name string, args ...string) (*Process, error) {
 	l := h.lab
 	l.mu.Lock()
@@ -76,14 +76,33 @@ func (h *Host) Start(name string, args ...string) (*Process, error) {
 	p := &Process{host: h, cmd: cmd, logPath: logPath, done: make(chan struct{})}
 	l.processes = append(l.processes, p)
 	l.state.Processes = append(l.state.Processes, recordedProcess{PID: p.Pid(), Namespace: h.Namespace, Program: name})
-	saveErr := l.saveLocked()
+	err = l.saveLocked()
 	go p.reap(logFile)
-	if saveErr != nil {
-		// Unrecorded, it could outlive a crash: better not run it at all.
+	if err == nil {
+		err = p.waitEntered()
+	}
+	if err != nil {
+		// Unrecorded or astray, it could outlive a crash: better not run it.
 		go p.Stop()
-		return nil, saveErr
+		return nil, err
 	}
 	return p, nil
+}
+
+// waitEntered waits until the process has switched into its host's
+// namespace or ended. Until then it is still ip in the caller's namespace,
+// where cleanup would not recognize it as the lab's.
+func (p *Process) waitEntered() error {
+	want, ok := statNamespace(filepath.Join("/run/netns", p.host.Namespace))
+	if !ok {
+		return fmt.Errorf("netlab: namespace %s is gone", p.host.Namespace)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
+		if id, running := statNamespace(processNamespacePath(p.Pid())); !running || id == want {
+			return nil
+		}
+	}
+	return fmt.Errorf("netlab: process %d did not enter namespace %s", p.Pid(), p.host.Namespace)
 }
 
 // reap waits for the process to end, then forgets it in the state file.

@@ -224,6 +224,12 @@ func (s *Site) AddHost(name string) (*Host, error) {
 			return nil, err
 		}
 	}
+	if err := waitLinksReady(s.Router.Namespace, port, "lan"); err != nil {
+		return nil, err
+	}
+	if err := waitLinksReady(ns, "eth0"); err != nil {
+		return nil, err
+	}
 	return h, nil
 }
 
@@ -264,6 +270,12 @@ func (l *Lab) attachToInternet(h *Host, ifname string) error {
 		if err := runIP(args...); err != nil {
 			return err
 		}
+	}
+	if err := waitLinksReady(l.inetNS, port); err != nil {
+		return err
+	}
+	if err := waitLinksReady(h.Namespace, ifname); err != nil {
+		return err
 	}
 	l.attached = append(l.attached, h)
 	return nil
