@@ -108,23 +108,13 @@ func New(opts Options) (*Lab, error) {
 	if !prefixPattern.MatchString(prefix) {
 		return nil, fmt.Errorf("netlab: prefix %q must be 1 to 8 lowercase letters or digits", prefix)
 	}
-	logDir := opts.LogDir
-	if logDir == "" {
-		dir, err := os.MkdirTemp("", "burrow-netlab-"+prefix+"-")
-		if err != nil {
-			return nil, err
-		}
-		logDir = dir
-	} else if err := os.MkdirAll(logDir, 0o755); err != nil {
-		return nil, err
-	}
 	self, err := currentProcess()
 	if err != nil {
 		return nil, err
 	}
 	l := &Lab{
 		prefix: prefix,
-		logDir: logDir,
+		logDir: opts.LogDir,
 		inetNS: prefix + "-inet",
 		bridge: prefix + "-br",
 		names:  map[string]bool{"inet": true},
@@ -134,6 +124,14 @@ func New(opts Options) (*Lab, error) {
 		return nil, err
 	}
 	registerOpen(l)
+	if l.logDir == "" {
+		l.logDir, err = os.MkdirTemp("", "burrow-netlab-"+prefix+"-")
+	} else {
+		err = os.MkdirAll(l.logDir, 0o755)
+	}
+	if err != nil {
+		return nil, errors.Join(err, l.Close())
+	}
 	if err := l.buildInternet(); err != nil {
 		return nil, errors.Join(err, l.Close())
 	}

@@ -81,6 +81,7 @@ type Host struct {
 
 // Site is a LAN behind a router.
 type Site struct {
+	// Name is the name given to AddSite, also the router's name.
 	Name string
 	NAT  NAT
 	// Router is the router's namespace; its Addr is WAN.
