@@ -446,6 +446,8 @@ func (m *Manager) install(peer Peer, s *Session, from netip.AddrPort, p *pending
 		p.dial.Peer, p.dial.known = peer.ID, true
 		p.dial.backoff = m.timers.HandshakeRetry
 		p.dial.LastError = ""
+		// Give the peer time to confirm before dialing again.
+		p.dial.next = now.Add(m.timers.HandshakeRetry)
 	}
 	if l.rekey == p {
 		l.rekey = nil

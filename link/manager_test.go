@@ -316,3 +316,20 @@ func TestHandshakeFloodIsRateLimited(t *testing.T) {
 		t.Fatal("rate limiting not counted")
 	}
 }
+
+func TestOneDialMakesOneHandshake(t *testing.T) {
+	w, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, nil, now)
+	a.m.Tick(now)
+	// The reply arrives, but the confirming keepalive is still in flight
+	// when a ticks again.
+	w.drop = func(d datagram) bool { return d.from == b.addr && wire.Type(d.b[0]) == wire.TypeTransport }
+	w.run(now)
+	a.m.Tick(now.Add(10 * time.Millisecond))
+	w.drop = nil
+	w.run(now.Add(20 * time.Millisecond))
+	if got := b.m.Stats().HandshakesCompleted.Load(); got != 1 {
+		t.Fatalf("b completed %d handshakes for one dial, want 1", got)
+	}
+}

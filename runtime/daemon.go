@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
 	goruntime "runtime"
 	"sync"
 	"time"
@@ -325,7 +324,7 @@ func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 		for _, m := range msgs {
 			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To})
 		}
-		if _, err := d.conn.WriteBatch(out); err != nil && !errors.Is(err, os.ErrClosed) {
+		if _, err := d.conn.WriteBatch(out); err != nil && !closedErr(err) {
 			d.log.Debug("batch send failed", "err", err)
 		}
 	}

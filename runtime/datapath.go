@@ -101,6 +101,9 @@ func (d *Daemon) runSocketReader() {
 			if seg <= 0 {
 				seg = len(data)
 			}
+			if len(data) == 0 {
+				dp.FromNetwork(w, m.Addr, data, now) // counted, like any garbage
+			}
 			for len(data) > 0 {
 				one := data[:min(seg, len(data))]
 				data = data[len(one):]
