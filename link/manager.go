@@ -555,10 +555,13 @@ func (m *Manager) expirePending(now time.Time) {
 			continue
 		}
 		delete(m.pending, idx)
-		if p.dial != nil && p.dial.attempt == p {
-			p.dial.attempt = nil
-			p.dial.LastError = "no answer"
-			m.backoff(p.dial, now)
+		if d := p.dial; d != nil && d.attempt == p {
+			// The wait for an answer was the pause: try again at once, but
+			// wait longer for the next answer.
+			d.attempt = nil
+			d.LastError = "no answer"
+			d.next = now
+			d.backoff = min(2*d.backoff, m.timers.MaxHandshakeRetry)
 		}
 		if p.rekeyOf != nil && p.rekeyOf.rekey == p {
 			p.rekeyOf.rekey = nil
