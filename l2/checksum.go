@@ -49,7 +49,8 @@ func sumLittleEndian(b []byte) uint16 {
 	if len(b) == 1 {
 		acc, carry = bits.Add64(acc, uint64(b[0]), carry)
 	}
-	acc, carry = bits.Add64(acc, 0, carry)
+	// acc+carry cannot overflow: an all-ones acc with a carry out needs an
+	// all-ones acc with a carry in.
 	return fold64(acc + carry)
 }
 

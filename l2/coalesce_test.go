@@ -35,8 +35,22 @@ func TestCoalescerGroups(t *testing.T) {
 	syn := frameWith(a, 2999, 0, 0, tcpSYN)
 	pureACK := frameWith(a, 3000, 0, 0, tcpACK)
 	push := frameWith(a, 2000, a.ipID+1, 1000, tcpACK|tcpPSH)
+	otherTimestamp := append([]byte{}, seg[2]...)
+	otherTimestamp[a.l4Off()+tcpMinHeaderLen+7]++
+	withIPOptions := a
+	withIPOptions.ipOptions = []byte{1, 1, 1, 0}
+	optSeg := segmentsOf(withIPOptions, 3*1000, 1000)
 	partial := a.offload()
+	optPartial := withIPOptions.offload()
 	full := Offload{}
+
+	v6 := bulkSpec(true, 1)
+	v6Seg := segmentsOf(v6, 4*1000, 1000)
+	v6Partial := v6.offload()
+	otherHopLimit := append([]byte{}, v6Seg[2]...)
+	otherHopLimit[14+7]--
+	otherFlowLabel := append([]byte{}, v6Seg[2]...)
+	otherFlowLabel[14+3]++
 
 	type frame struct {
 		b   []byte
@@ -57,6 +71,11 @@ func TestCoalescerGroups(t *testing.T) {
 		{"longer segment does not fit", []frame{{short, partial}, {afterShort, partial}}, [][]int{{0}, {1}}},
 		{"other TOS", []frame{{seg[0], partial}, {seg[1], partial}, {otherTOS, partial}, {seg[3], partial}}, [][]int{{0, 1}, {2}, {3}}},
 		{"other window", []frame{{seg[0], partial}, {seg[1], partial}, {otherWindow, partial}, {seg[3], partial}}, [][]int{{0, 1}, {2}, {3}}},
+		{"other TCP timestamp", []frame{{seg[0], partial}, {seg[1], partial}, {otherTimestamp, partial}, {seg[3], partial}}, [][]int{{0, 1}, {2}, {3}}},
+		{"IPv4 options", []frame{{optSeg[0], optPartial}, {optSeg[1], optPartial}, {optSeg[2], optPartial}}, [][]int{{0}, {1}, {2}}},
+		{"IPv6 run", []frame{{v6Seg[0], v6Partial}, {v6Seg[1], v6Partial}, {v6Seg[2], v6Partial}}, [][]int{{0, 1, 2}}},
+		{"other hop limit", []frame{{v6Seg[0], v6Partial}, {v6Seg[1], v6Partial}, {otherHopLimit, v6Partial}, {v6Seg[3], v6Partial}}, [][]int{{0, 1}, {2}, {3}}},
+		{"other flow label", []frame{{v6Seg[0], v6Partial}, {v6Seg[1], v6Partial}, {otherFlowLabel, v6Partial}, {v6Seg[3], v6Partial}}, [][]int{{0, 1}, {2}, {3}}},
 		{"full checksum is not merged", []frame{{seg[0], partial}, {seg[1], full}, {seg[2], partial}}, [][]int{{0}, {1}, {2}}},
 		{"fragment between the same hosts", []frame{{seg[0], partial}, {seg[1], partial}, {fragment, full}, {seg[2], partial}}, [][]int{{0, 1}, {2}, {3}}},
 		{"unrelated frame between", []frame{{seg[0], partial}, {arp, full}, {seg[1], partial}}, [][]int{{0, 2}, {1}}},
@@ -322,4 +341,75 @@ func BenchmarkCoalescer(b *testing.B) {
 // so that every super-frame is gathered from scattered payloads.
 func BenchmarkCoalescerInterleaved(b *testing.B) {
 	benchmarkCoalescer(b, segmentsOf(bulkSpec(false, 1), 22*1448, 1448), segmentsOf(bulkSpec(true, 2), 22*1448, 1448))
+}
+
+// encodeCoalescerInput packs frames and their offloads the way
+// FuzzCoalescer unpacks them.
+func encodeCoalescerInput(frames [][]byte, off Offload) []byte {
+	var b []byte
+	for _, f := range frames {
+		needsCsum := byte(0)
+		if off.NeedsCsum {
+			needsCsum = 1
+		}
+		b = append(b, needsCsum)
+		b = binary.BigEndian.AppendUint16(b, off.CsumStart)
+		b = binary.BigEndian.AppendUint16(b, off.CsumOffset)
+		b = binary.BigEndian.AppendUint16(b, uint16(len(f)))
+		b = append(b, f...)
+	}
+	return b
+}
+
+// FuzzCoalescer feeds frames from the tunnel, which need not be well formed:
+// the Coalescer must not panic, and every packet it writes must carry a
+// valid virtio header whose segments are valid packets, one per frame in.
+func FuzzCoalescer(f *testing.F) {
+	s := bulkSpec(false, 1)
+	f.Add(encodeCoalescerInput(segmentsOf(s, 3*600, 600), s.offload()))
+	v6 := bulkSpec(true, 2)
+	f.Add(encodeCoalescerInput(append(segmentsOf(v6, 2*300, 300), segmentsOf(s, 2*300, 300)...), v6.offload()))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := NewCoalescer(8, 0)
+		inputs := 0
+		var packets [][]byte
+		for len(data) >= 7 {
+			off := Offload{
+				NeedsCsum:  data[0]&1 != 0,
+				CsumStart:  binary.BigEndian.Uint16(data[1:]),
+				CsumOffset: binary.BigEndian.Uint16(data[3:]),
+			}
+			n := min(int(binary.BigEndian.Uint16(data[5:])), len(data)-7)
+			frame := data[7 : 7+n]
+			data = data[7+n:]
+			if !c.Add(frame, off) {
+				packets = append(packets, flushAll(t, c)...)
+				if !c.Add(frame, off) {
+					t.Fatal("Add refused after Flush")
+				}
+			}
+			inputs++
+		}
+		packets = append(packets, flushAll(t, c)...)
+		outputs := 0
+		for _, pkt := range packets {
+			var hdr VirtioNetHdr
+			if err := hdr.Decode(pkt); err != nil {
+				t.Fatalf("bad virtio header: %v", err)
+			}
+			if hdr.GSOType == VirtioNetHdrGSONone {
+				outputs++
+				continue
+			}
+			for _, seg := range resegment(t, [][]byte{pkt}, Offload{}) {
+				if err := checkWholePacket(seg, Offload{NeedsCsum: true, CsumStart: hdr.CsumStart, CsumOffset: hdr.CsumOffset}); err != nil {
+					t.Fatalf("segment of a coalesced packet: %v", err)
+				}
+				outputs++
+			}
+		}
+		if outputs != inputs {
+			t.Fatalf("%d frames in, %d out", inputs, outputs)
+		}
+	})
 }

@@ -49,23 +49,34 @@ var (
 // first is not unwrapped: it shows up as EtherType EtherTypeVLAN.
 func ParseEthernet(frame []byte) (Ethernet, error) {
 	var e Ethernet
-	if len(frame) < EthernetHeaderLen {
-		return e, errShortEthernet
+	etherType, payloadOff, err := parseLinkType(frame)
+	if err != nil {
+		return e, err
 	}
 	copy(e.Dst[:], frame[0:6])
 	copy(e.Src[:], frame[6:12])
-	e.EtherType = EtherType(binary.BigEndian.Uint16(frame[12:14]))
-	e.PayloadOffset = EthernetHeaderLen
-	if e.EtherType == EtherTypeVLAN {
-		if len(frame) < EthernetTaggedHeaderLen {
-			return e, errShortVLAN
-		}
+	if payloadOff == EthernetTaggedHeaderLen {
 		e.Tagged = true
 		e.VLANTag = binary.BigEndian.Uint16(frame[14:16])
-		e.EtherType = EtherType(binary.BigEndian.Uint16(frame[16:18]))
-		e.PayloadOffset = EthernetTaggedHeaderLen
 	}
+	e.EtherType = etherType
+	e.PayloadOffset = payloadOff
 	return e, nil
+}
+
+// parseLinkType is ParseEthernet without the addresses, for the data path.
+func parseLinkType(frame []byte) (EtherType, int, error) {
+	if len(frame) < EthernetHeaderLen {
+		return 0, 0, errShortEthernet
+	}
+	etherType := EtherType(binary.BigEndian.Uint16(frame[12:14]))
+	if etherType != EtherTypeVLAN {
+		return etherType, EthernetHeaderLen, nil
+	}
+	if len(frame) < EthernetTaggedHeaderLen {
+		return 0, 0, errShortVLAN
+	}
+	return EtherType(binary.BigEndian.Uint16(frame[16:18])), EthernetTaggedHeaderLen, nil
 }
 
 // VLANID is the 12-bit VLAN identifier of the tag.

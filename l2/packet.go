@@ -62,13 +62,13 @@ var (
 
 func parseIP(frame []byte) (ipPacket, error) {
 	var p ipPacket
-	eth, err := ParseEthernet(frame)
+	etherType, ipOff, err := parseLinkType(frame)
 	if err != nil {
 		return p, err
 	}
-	p.ipOff = eth.PayloadOffset
+	p.ipOff = ipOff
 	ip := frame[p.ipOff:]
-	switch eth.EtherType {
+	switch etherType {
 	case EtherTypeIPv4:
 		if len(ip) < ipv4MinHeaderLen || ip[0]>>4 != 4 {
 			return p, errIPHeader
