@@ -21,11 +21,11 @@ var (
 // headroom is left for tunnel headers. Every segment leaves with a partial
 // checksum (the pseudo-header sum for its own length), described by off.
 //
-// hdr is checked against the packet, and its HdrLen hint is ignored: TCPv4,
-// TCPv6 and UDP L4 over IPv4 or IPv6 are supported, IP options and TCP options are copied to every segment,
-// IPv6 extension headers are not supported. A GSO_NONE frame is copied
-// unchanged into out[0] with its own checksum metadata. The output buffers
-// must not overlap frame.
+// hdr is checked against the packet, and its HdrLen hint is ignored. TCPv4,
+// TCPv6 and UDP L4 over IPv4 or IPv6 are supported; IP and TCP options are
+// copied to every segment; IPv6 extension headers are refused. A GSO_NONE
+// frame is copied unchanged into out[0] with its own checksum metadata. The
+// output buffers must not overlap frame.
 func Segment(frame []byte, hdr VirtioNetHdr, out [][]byte, headroom int, sizes []int) (n int, off Offload, err error) {
 	if headroom < 0 {
 		return 0, off, errHeadroom
