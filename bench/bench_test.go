@@ -1,0 +1,175 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseStatTicks(t *testing.T) {
+	// A command name with a space and a parenthesis must not shift fields.
+	stat := "4242 (wire guard) R) S 1 4242 4242 0 -1 4194560 1210 0 0 0 731 269 0 0 20 0 9 0 188585 1300000000 3000 18446744073709551615 1 1 0 0 0 0 0 0 2143420159 0 0 0 17 1 0 0 0 0 0"
+	got, err := parseStatTicks(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 731+269 {
+		t.Fatalf("utime+stime = %d, want %d", got, 731+269)
+	}
+	for _, bad := range []string{"", "12 (short) S 1 2 3", "12 (x) S 1 2 3 4 5 6 7 8 9 10 u s"} {
+		if _, err := parseStatTicks(bad); err == nil {
+			t.Errorf("parseStatTicks(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseStatTicksOfThisProcess(t *testing.T) {
+	data, err := os.ReadFile("/proc/self/stat")
+	if err != nil {
+		t.Skip(err)
+	}
+	if _, err := parseStatTicks(string(data)); err != nil {
+		t.Fatal(err)
+	}
+	if clockTicksPerSecond <= 0 {
+		t.Fatalf("clock ticks per second %v", clockTicksPerSecond)
+	}
+}
+
+func TestParsePeakRSS(t *testing.T) {
+	status := "Name:\tnebula\nVmPeak:\t 1300000 kB\nVmHWM:\t   13824 kB\nVmRSS:\t   12000 kB\n"
+	got, err := parsePeakRSS(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != 13824*1024 {
+		t.Fatalf("peak RSS %d, want %d", got, 13824*1024)
+	}
+	for _, bad := range []string{"Name:\tx\n", "VmHWM:\t12 MB\n", "VmHWM:\tlots kB\n"} {
+		if _, err := parsePeakRSS(bad); err == nil {
+			t.Errorf("parsePeakRSS(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestParseIperf3(t *testing.T) {
+	report := `{"start": {}, "intervals": [], "end": {
+		"sum_sent": {"bytes": 1500000000, "bits_per_second": 1.2e9, "retransmits": 17},
+		"sum_received": {"bytes": 1499000000, "bits_per_second": 1.1992e9}}}`
+	got, err := parseIperf3([]byte(report))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := throughput{BitsPerSecond: 1.1992e9, Bytes: 1499000000, Retransmits: 17}
+	if got != want {
+		t.Fatalf("got %+v, want %+v", got, want)
+	}
+	for name, bad := range map[string]string{
+		"error":   `{"start": {}, "end": {}, "error": "unable to connect to server: Connection refused"}`,
+		"nothing": `{"end": {"sum_received": {"bytes": 0}}}`,
+		"no JSON": `iperf3: error - unable to connect`,
+	} {
+		if _, err := parseIperf3([]byte(bad)); err == nil {
+			t.Errorf("%s: parseIperf3 succeeded", name)
+		}
+	}
+}
+
+func TestRatioTable(t *testing.T) {
+	results := []*Result{
+		{Name: "none", Title: "no VPN (underlay)", throughput: throughput{BitsPerSecond: 20e9, Bytes: 25e9}},
+		{Name: "burrow", Title: "burrow", HasProcesses: true, CPUSeconds: 6,
+			throughput: throughput{BitsPerSecond: 3e9, Bytes: 3e9}},
+		{Name: "wireguard-go", Title: "wireguard-go (upstream)", HasProcesses: true, CPUSeconds: 12,
+			throughput: throughput{BitsPerSecond: 2e9, Bytes: 2e9}},
+		{Name: "tinc", Title: "tinc", Skipped: "missing tincd (Debian package tinc)"},
+	}
+	want := "Ratios to upstream wireguard-go (above 1 means more throughput, or more CPU per GB):\n\n" +
+		"| VPN | throughput ratio | CPU-s/GB ratio |\n" +
+		"| --- | ---: | ---: |\n" +
+		"| no VPN (underlay) | 10.00 | – |\n" +
+		"| burrow | 1.50 | 0.33 |\n" +
+		"| wireguard-go (upstream) | 1.00 | 1.00 |\n"
+	if got := ratioTable(results); got != want {
+		t.Errorf("ratio table:\n%s\nwant:\n%s", got, want)
+	}
+	results[2].Failed = "did not come up"
+	if got := ratioTable(results); !strings.HasPrefix(got, "No ratios") {
+		t.Errorf("ratio table without the reference:\n%s", got)
+	}
+}
+
+func TestResultTable(t *testing.T) {
+	results := []*Result{
+		{Title: "n2n v1", UpAfter: 1500 * time.Millisecond, RTT: 312500 * time.Nanosecond, PingLost: 2,
+			HasProcesses: true, CPUSeconds: 1.5, throughput: throughput{BitsPerSecond: 177.4e6, Bytes: 5e8, Retransmits: 9},
+			RSS: []processRSS{{"supernode", 1 << 20}, {"edge a", 2 << 20}}},
+		{Title: "nebula", Failed: "did not come up"},
+	}
+	want := "| VPN | up in (s) | ping RTT (ms) | TCP (Mbit/s) | retransmits | CPU-s/GB | peak RSS (MiB) per process |\n" +
+		"| --- | ---: | ---: | ---: | ---: | ---: | --- |\n" +
+		"| n2n v1 | 1.5 | 0.312 (2 lost) | 177 | 9 | 3.00 | supernode 1.0, edge a 2.0 |\n"
+	if got := resultTable(results); got != want {
+		t.Errorf("result table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestPerHopTarget(t *testing.T) {
+	r := &Report{Chain: &ChainResult{Pings: 500, RTTToB: 70 * time.Microsecond, RTTToC: 130 * time.Microsecond, PerHop: 30 * time.Microsecond}}
+	if got, want := targetList(r), "- 0.030 ms per switching hop (target < 0.050 ms): met\n"; got != want {
+		t.Errorf("targets %q, want %q", got, want)
+	}
+}
+
+func TestCPUModel(t *testing.T) {
+	cpuinfo := "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\nprocessor\t: 1\n"
+	if got := cpuModel(cpuinfo); got != "Intel(R) Xeon(R) Processor" {
+		t.Errorf("cpu model %q", got)
+	}
+}
+
+func TestSelectPeersKeepsCanonicalOrder(t *testing.T) {
+	peers, err := selectPeers([]string{"tinc", "none", "burrow"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(peerNames(peers), ","); got != "none,burrow,tinc" {
+		t.Errorf("order %s", got)
+	}
+	if _, err := selectPeers([]string{"openvpn"}); err == nil {
+		t.Error("an unknown peer was accepted")
+	}
+}
+
+// The install script builds upstream wireguard-go where the benchmark
+// looks for it, at the same pinned version.
+func TestInstallScriptMatchesPin(t *testing.T) {
+	script, err := os.ReadFile("install-peers.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"module=" + upstreamWireguardModule + "\n",
+		"version=" + upstreamWireguardVersion + "\n",
+		`GOBIN="$cache/wireguard-go@$version"`,
+		`cache="$XDG_CACHE_HOME/burrow-bench"`,
+		"cache=" + systemCacheDir + "\n",
+	} {
+		if !strings.Contains(string(script), want) {
+			t.Errorf("install-peers.sh lacks %q", want)
+		}
+	}
+	if got, want := upstreamWireguardPath("/c"), "/c/wireguard-go@"+upstreamWireguardVersion+"/wireguard"; got != want {
+		t.Errorf("upstream path %s, want %s", got, want)
+	}
+}
+
+func TestLastLines(t *testing.T) {
+	if got := lastLines([]byte("1\n2\n3\n4\n"), 2); got != "3\n4" {
+		t.Errorf("last lines %q", got)
+	}
+	if got := lastLines([]byte("only"), 5); got != "only" {
+		t.Errorf("last lines %q", got)
+	}
+}

@@ -1,0 +1,109 @@
+package bench
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// atClockTick is AT_CLKTCK from <elf.h>: the auxiliary-vector entry where
+// the kernel tells a program the tick rate of /proc times, which is what
+// sysconf(_SC_CLK_TCK) returns.
+const atClockTick = 17
+
+// clockTicksPerSecond is the unit of utime and stime in /proc/PID/stat.
+var clockTicksPerSecond = readClockTicks()
+
+// readClockTicks reads AT_CLKTCK from /proc/self/auxv, falling back to 100,
+// the USER_HZ of every Linux architecture Go runs on.
+func readClockTicks() float64 {
+	const fallback = 100
+	data, err := os.ReadFile("/proc/self/auxv")
+	if err != nil {
+		return fallback
+	}
+	for i := 0; i+16 <= len(data); i += 16 {
+		key := binary.NativeEndian.Uint64(data[i:])
+		value := binary.NativeEndian.Uint64(data[i+8:])
+		if key == atClockTick && value > 0 {
+			return float64(value)
+		}
+	}
+	return fallback
+}
+
+// parseStatTicks returns utime+stime, in clock ticks, from the content of
+// /proc/PID/stat. The command name in parentheses may hold spaces and
+// parentheses itself, so fields are counted from the last ')'.
+func parseStatTicks(stat string) (uint64, error) {
+	end := strings.LastIndexByte(stat, ')')
+	if end < 0 {
+		return 0, fmt.Errorf("no command name in /proc stat line %q", stat)
+	}
+	// After the name come field 3 (state) onwards; utime and stime are
+	// fields 14 and 15.
+	fields := strings.Fields(stat[end+1:])
+	const utime, stime = 14 - 3, 15 - 3
+	if len(fields) <= stime {
+		return 0, fmt.Errorf("short /proc stat line %q", stat)
+	}
+	u, err := strconv.ParseUint(fields[utime], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("utime in /proc stat line: %w", err)
+	}
+	s, err := strconv.ParseUint(fields[stime], 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("stime in /proc stat line: %w", err)
+	}
+	return u + s, nil
+}
+
+// cpuSeconds returns the CPU time (user and system, all threads) the
+// process has used so far.
+func cpuSeconds(pid int) (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	ticks, err := parseStatTicks(string(data))
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return float64(ticks) / clockTicksPerSecond, nil
+}
+
+// parsePeakRSS returns VmHWM, the peak resident set size, in bytes from the
+// content of /proc/PID/status.
+func parsePeakRSS(status string) (uint64, error) {
+	for line := range strings.Lines(status) {
+		value, ok := strings.CutPrefix(line, "VmHWM:")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(value)
+		if len(fields) != 2 || fields[1] != "kB" {
+			return 0, fmt.Errorf("unexpected VmHWM line %q", strings.TrimSpace(line))
+		}
+		kb, err := strconv.ParseUint(fields[0], 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("VmHWM: %w", err)
+		}
+		return kb * 1024, nil
+	}
+	return 0, fmt.Errorf("no VmHWM line in /proc status")
+}
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS(pid int) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	rss, err := parsePeakRSS(string(data))
+	if err != nil {
+		return 0, fmt.Errorf("process %d: %w", pid, err)
+	}
+	return rss, nil
+}
