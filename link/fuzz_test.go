@@ -25,7 +25,7 @@ func FuzzHandleHandshake(f *testing.F) {
 		ca := trustedNames{}
 		n := newTestNode(t, "n", 1, 1, ca, Timers{})
 		now := time.Unix(1000, 0)
-		n.m.AddDial(netip.MustParseAddrPort("192.0.2.9:9"), nil, now)
+		n.m.AddDial(netip.MustParseAddrPort("192.0.2.9:9"), DialOptions{}, now)
 		n.m.Tick(now)
 		// Aim replies and finishes at the indexes the node actually uses.
 		for idx := range n.m.pending {

@@ -91,6 +91,8 @@ type Events interface {
 	// SessionsChanged says the set of sessions or their roles changed, so
 	// the data path's snapshot must be rebuilt.
 	SessionsChanged()
+	// DialFailed reports a dial given up after its attempts ran out.
+	DialFailed(d *Dial)
 }
 
 // Link is an authenticated association with one peer.
@@ -133,14 +135,27 @@ func (l *Link) Sessions() []*Session { return l.sessions }
 type Dial struct {
 	Endpoint netip.AddrPort
 	Key      *[32]byte // if set, only this static key is accepted
-	Peer     nid.ID    // learned from the first successful handshake
+	Peer     nid.ID    // expected, or learned from the first successful handshake
 	known    bool
+	attempts int // give up after this many failed attempts; 0 = never
+	tries    int
 
 	attempt *pending
 	next    time.Time
 	backoff time.Duration
 	// LastError is why the last attempt failed, for status.
 	LastError string
+}
+
+// DialOptions qualify a dial.
+type DialOptions struct {
+	// Key pins the peer's static key.
+	Key *[32]byte
+	// Peer, when not zero, is the node ID that must answer.
+	Peer nid.ID
+	// Attempts bounds the failed attempts before the dial is given up and
+	// reported with DialFailed; 0 retries forever.
+	Attempts int
 }
 
 type pending struct {
@@ -233,11 +248,13 @@ func (m *Manager) Session(index uint32) *Session { return m.sessions[index] }
 // Dials are the standing dials.
 func (m *Manager) Dials() []*Dial { return m.dials }
 
-// AddDial asks for a link to endpoint, optionally pinning the peer's key.
-func (m *Manager) AddDial(endpoint netip.AddrPort, key *[32]byte, now time.Time) *Dial {
-	d := &Dial{Endpoint: endpoint, Key: key, next: now, backoff: m.timers.HandshakeRetry}
-	if key != nil {
-		d.Peer, d.known = nid.FromPublicKey(*key), true
+// AddDial asks for a link to endpoint.
+func (m *Manager) AddDial(endpoint netip.AddrPort, opts DialOptions, now time.Time) *Dial {
+	d := &Dial{Endpoint: endpoint, Key: opts.Key, attempts: opts.Attempts, next: now, backoff: m.timers.HandshakeRetry}
+	if opts.Key != nil {
+		d.Peer, d.known = nid.FromPublicKey(*opts.Key), true
+	} else if opts.Peer != (nid.ID{}) {
+		d.Peer, d.known = opts.Peer, true
 	}
 	m.dials = append(m.dials, d)
 	return d
@@ -400,6 +417,9 @@ func (m *Manager) verify(hello PeerHello, p *pending, now time.Time) (Peer, erro
 	if err != nil {
 		return Peer{}, err
 	}
+	if p.dial != nil && p.dial.known && p.dial.Peer != peer.ID {
+		return Peer{}, fmt.Errorf("node %s answered instead of %s", peer.ID.Short(), p.dial.Peer.Short())
+	}
 	if peer.ID == m.self {
 		return Peer{}, errors.New("peer has this node's own key")
 	}
@@ -411,13 +431,22 @@ func (m *Manager) verify(hello PeerHello, p *pending, now time.Time) (Peer, erro
 
 func (m *Manager) fail(p *pending, err error, now time.Time) {
 	m.stats.HandshakeRejected.Add(1)
-	if p.dial != nil {
-		p.dial.attempt = nil
-		p.dial.LastError = err.Error()
-		m.backoff(p.dial, now)
+	if d := p.dial; d != nil {
+		d.attempt = nil
+		d.LastError = err.Error()
+		m.backoff(d, now)
+		m.giveUpIfExhausted(d)
 	}
 	if p.rekeyOf != nil {
 		p.rekeyOf.rekey = nil
+	}
+}
+
+// giveUpIfExhausted drops a dial whose attempts ran out and reports it.
+func (m *Manager) giveUpIfExhausted(d *Dial) {
+	if d.attempts > 0 && d.tries >= d.attempts {
+		m.RemoveDial(d)
+		m.events.DialFailed(d)
 	}
 }
 
@@ -443,6 +472,7 @@ func (m *Manager) install(peer Peer, s *Session, from netip.AddrPort, p *pending
 	m.sessions[s.LocalIndex] = s
 	if p.dial != nil {
 		p.dial.attempt = nil
+		p.dial.tries = 0
 		p.dial.Peer, p.dial.known = peer.ID, true
 		p.dial.backoff = m.timers.HandshakeRetry
 		p.dial.LastError = ""
@@ -542,6 +572,7 @@ func (m *Manager) Tick(now time.Time) {
 			m.backoff(d, now)
 			continue
 		}
+		d.tries++
 		p.dial, d.attempt = d, p
 	}
 	for _, l := range m.links {
@@ -562,6 +593,7 @@ func (m *Manager) expirePending(now time.Time) {
 			d.LastError = "no answer"
 			d.next = now
 			d.backoff = min(2*d.backoff, m.timers.MaxHandshakeRetry)
+			m.giveUpIfExhausted(d)
 		}
 		if p.rekeyOf != nil && p.rekeyOf.rekey == p {
 			p.rekeyOf.rekey = nil

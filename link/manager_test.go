@@ -23,6 +23,7 @@ type testNode struct {
 	downs   []string
 	changes int
 	got     [][]byte // plaintexts opened by deliver
+	failed  []*Dial
 }
 
 type datagram struct {
@@ -36,6 +37,7 @@ func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
 func (n *testNode) LinkUp(l *Link)                  { n.ups = append(n.ups, l.Peer.ID) }
 func (n *testNode) LinkDown(l *Link, reason string) { n.downs = append(n.downs, reason) }
 func (n *testNode) SessionsChanged()                { n.changes++ }
+func (n *testNode) DialFailed(d *Dial)              { n.failed = append(n.failed, d) }
 
 // trustedNames is the fake CA: certificates are just names, and a name is
 // valid when listed with the key it was issued for.
@@ -137,7 +139,7 @@ func pair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode) {
 func TestHandshakeBringsLinkUpOnBothSides(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups) != 1 || len(b.ups) != 1 {
@@ -166,7 +168,7 @@ func TestCipherFallsBackWithoutAES(t *testing.T) {
 	b.m.cfg.Handshake.AESFast = false
 	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	l := a.m.Links()[b.m.Self()]
@@ -182,7 +184,7 @@ func TestUnknownCertificateIsRefused(t *testing.T) {
 	delete(ca, "b") // b's certificate is not from our CA
 	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
 	now := time.Unix(1000, 0)
-	d := a.m.AddDial(b.addr, nil, now)
+	d := a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups)+len(b.ups) != 0 {
@@ -197,7 +199,7 @@ func TestPinnedKeyMismatchIsRefused(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
 	wrong := [32]byte{9}
-	a.m.AddDial(b.addr, &wrong, now)
+	a.m.AddDial(b.addr, DialOptions{Key: &wrong}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups) != 0 {
@@ -208,7 +210,7 @@ func TestPinnedKeyMismatchIsRefused(t *testing.T) {
 func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	silent := false
@@ -247,7 +249,7 @@ func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	la := a.m.Links()[b.m.Self()]
@@ -278,7 +280,7 @@ func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 func TestReplayedTransportIsRejected(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	la := a.m.Links()[b.m.Self()]
@@ -320,7 +322,7 @@ func TestHandshakeFloodIsRateLimited(t *testing.T) {
 func TestOneDialMakesOneHandshake(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, nil, now)
+	a.m.AddDial(b.addr, DialOptions{}, now)
 	a.m.Tick(now)
 	// The reply arrives, but the confirming keepalive is still in flight
 	// when a ticks again.
@@ -331,5 +333,22 @@ func TestOneDialMakesOneHandshake(t *testing.T) {
 	w.run(now.Add(20 * time.Millisecond))
 	if got := b.m.Stats().HandshakesCompleted.Load(); got != 1 {
 		t.Fatalf("b completed %d handshakes for one dial, want 1", got)
+	}
+}
+
+func TestDialWithExpectedIDGivesUpAndReports(t *testing.T) {
+	w, a, b := pair(t, Timers{HandshakeRetry: time.Second})
+	now := time.Unix(1000, 0)
+	a.m.AddDial(b.addr, DialOptions{Peer: nid.ID{1}, Attempts: 2}, now)
+	for i := 0; i < 10 && len(a.failed) == 0; i++ {
+		a.m.Tick(now)
+		w.run(now)
+		now = now.Add(time.Second)
+	}
+	if len(a.failed) != 1 || len(a.m.Dials()) != 0 {
+		t.Fatalf("dial for the wrong node: failed=%d, dials left %d", len(a.failed), len(a.m.Dials()))
+	}
+	if len(a.ups) != 0 {
+		t.Fatal("a link came up with a node other than the expected one")
 	}
 }

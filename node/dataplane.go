@@ -77,6 +77,7 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		return
 	}
 	f.touch(now)
+	f.bytes.Add(uint64(len(frame)))
 	d.sendFrame(w, p, hdr, frame, now)
 }
 

@@ -61,15 +61,16 @@ func (w *testNet) verify(cert []byte, static [32]byte, now time.Time) (link.Peer
 	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert)}, nil
 }
 
+// newTestNet makes n nodes with self-organization off: tests link them.
 func newTestNet(t testing.TB, n int, seed uint64) *testNet {
 	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
 	for i := range n {
-		w.add(fmt.Sprintf("n%d", i), seed*1000+uint64(i))
+		w.add(fmt.Sprintf("n%d", i), seed*1000+uint64(i), OverlayConfig{Disabled: true})
 	}
 	return w
 }
 
-func (w *testNet) add(name string, seed uint64) *testNode {
+func (w *testNet) add(name string, seed uint64, ov OverlayConfig) *testNode {
 	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
 	var priv, pub [32]byte
 	rng.Read(priv[:])
@@ -77,12 +78,14 @@ func (w *testNet) add(name string, seed uint64) *testNode {
 	copy(pub[:], p)
 	w.keys[name] = pub
 	i := len(w.nodes)
-	tn := &testNode{w: w, name: name, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)}), 4000),
-		mac: l2.MAC{2, 0, 0, 0, 0, byte(i + 1)}}
+	tn := &testNode{w: w, name: name, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, byte(2 + i/250), byte(i%250 + 1)}), 4000),
+		mac: l2.MAC{2, 0, 0, 0, byte(i >> 8), byte(i + 1)}}
+	ov.Advertise = []netip.AddrPort{tn.addr}
 	node, err := New(Config{
 		Handshake: link.HandshakeConfig{Network: "test", Private: priv, Public: pub, Cert: []byte(name), AESFast: true, Rand: rng},
 		Verify:    w.verify,
 		MAC:       tn.mac,
+		Overlay:   ov,
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)
@@ -102,7 +105,7 @@ func (w *testNet) add(name string, seed uint64) *testNode {
 // connect makes a dial from a to b (links are bidirectional once up).
 func (w *testNet) connect(a, b int) {
 	pub := w.keys[w.nodes[b].name]
-	w.nodes[a].node.Links().AddDial(w.nodes[b].addr, &pub, w.now)
+	w.nodes[a].node.Links().AddDial(w.nodes[b].addr, link.DialOptions{Key: &pub}, w.now)
 }
 
 // drain delivers queued datagrams and slow-path events until quiet.

@@ -23,6 +23,7 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
+	"burrow/overlay"
 	"burrow/wire"
 )
 
@@ -51,7 +52,8 @@ type Config struct {
 	MaxFlows int
 	Log      *slog.Logger
 	// Trace, when set, observes events the simulator measures.
-	Trace Trace
+	Trace   Trace
+	Overlay OverlayConfig
 }
 
 // Trace receives observations for experiments; nil fields are skipped.
@@ -85,6 +87,8 @@ type Node struct {
 	dirty     bool
 	stats     Stats
 	dp        *Dataplane
+	ov        overlayState
+	now       time.Time // time of the event being handled
 }
 
 // Defaults for zero Config fields.
@@ -126,8 +130,12 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
 	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats}
+	n.initOverlay(now)
 	for _, p := range cfg.Peers {
-		n.links.AddDial(p.Endpoint, p.Key, now)
+		n.links.AddDial(p.Endpoint, link.DialOptions{Key: p.Key}, now)
+		if p.Key != nil {
+			n.peer(nid.FromPublicKey(*p.Key)).local |= overlay.ReasonStatic
+		}
 	}
 	n.learn.Learn(cfg.MAC, flood.LocalPort, n.self, now)
 	n.publish()
@@ -148,6 +156,7 @@ func (n *Node) Stats() *Stats { return &n.stats }
 
 // Handle processes an event the data path could not finish itself.
 func (n *Node) Handle(ev Event, now time.Time) {
+	n.now = now
 	switch ev.Kind {
 	case EventDatagram:
 		n.handleDatagram(ev.From, ev.Data, now)
@@ -171,7 +180,9 @@ func (n *Node) handleDatagram(from netip.AddrPort, b []byte, now time.Time) {
 
 // Tick runs the timers due at now.
 func (n *Node) Tick(now time.Time) {
+	n.now = now
 	n.links.Tick(now)
+	n.overlayTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
 	idle := now.Add(-n.cfg.FlowIdle).UnixNano()
@@ -190,6 +201,12 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	if housekeeping := now.Add(time.Second); housekeeping.Before(next) {
 		next = housekeeping
 	}
+	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
+		next = n.ov.stabilize
+	}
+	if next.Before(now) {
+		return now
+	}
 	return next
 }
 
@@ -200,31 +217,44 @@ func (e *linkEvents) SendDatagram(to netip.AddrPort, b []byte) { e.out.SendDatag
 
 func (e *linkEvents) SessionsChanged() { e.dirty = true }
 
+func (e *linkEvents) DialFailed(d *link.Dial) {
+	n := (*Node)(e)
+	n.log.Debug("giving up dial", "endpoint", d.Endpoint, "peer", d.Peer.Short(), "err", d.LastError)
+	n.overlayDialFailed(d, n.now)
+}
+
 func (e *linkEvents) LinkUp(l *link.Link) {
 	n := (*Node)(e)
 	n.log.Info("link up", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "endpoint", l.Endpoint(), "cipher", l.Current().Cipher)
 	n.setAdjacency()
 	n.advertiseLeaves(l, l.Since)
+	n.overlayLinkUp(l, l.Since)
 }
 
 func (e *linkEvents) LinkDown(l *link.Link, reason string) {
 	n := (*Node)(e)
 	n.log.Info("link down", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "reason", reason)
 	n.setAdjacency()
-	forgotten := n.learn.ForgetPort(flood.Port(l.Port))
-	for k := range n.flows {
-		if k.in == l.Port || n.flows[k].out == l.Port {
+	n.forgetPort(l.Port)
+	n.overlayLinkDown(l, n.now)
+}
+
+// forgetPort drops what was learned through a port and the flows using it,
+// so the next frame floods and learns a new path.
+func (n *Node) forgetPort(port uint32) {
+	n.learn.ForgetPort(flood.Port(port))
+	for k, f := range n.flows {
+		if k.in == port || f.out == port {
 			delete(n.flows, k)
 		}
 	}
 	n.dirty = true
-	n.log.Debug("forgot MACs behind dead link", "count", forgotten)
 }
 
 func (n *Node) setAdjacency() {
 	n.adjacency = n.adjacency[:0]
 	for id, l := range n.links.Links() {
-		if l.Up() {
+		if ps := n.ov.peers[id]; l.Up() && (ps == nil || !ps.closing) {
 			n.adjacency = append(n.adjacency, id)
 		}
 	}

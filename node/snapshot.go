@@ -34,7 +34,9 @@ type flowKey struct {
 
 type flow struct {
 	out      uint32
-	lastUsed atomic.Int64 // unix nanoseconds, written by the data path
+	lastUsed atomic.Int64  // unix nanoseconds, written by the data path
+	bytes    atomic.Uint64 // frame bytes switched, for on-demand links
+	counted  uint64        // bytes already accounted by the core
 }
 
 // touch records use at now without dirtying the cache line every packet.

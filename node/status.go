@@ -1,8 +1,12 @@
 package node
 
 import (
+	"slices"
 	"sort"
 	"time"
+
+	"burrow/nid"
+	"burrow/overlay"
 )
 
 // Status is the core's view of itself, for `burrow status`.
@@ -15,6 +19,7 @@ type Status struct {
 	Drops       map[string]uint64 `json:"drops"`
 	Handshakes  HandshakeStatus   `json:"handshakes"`
 	Floods      FloodStatus       `json:"floods"`
+	Overlay     OverlayStatus     `json:"overlay"`
 }
 
 // LinkStatus describes one link.
@@ -100,5 +105,112 @@ func (n *Node) Status() Status {
 	st.Drops["handshake_malformed"] = hs.Malformed.Load()
 	st.Drops["handshake_unknown_index"] = hs.HandshakeUnknownIndex.Load()
 	st.Floods = FloodStatus{Started: n.stats.FloodsStarted.Load(), Received: n.stats.FloodsReceived.Load(), Forwarded: n.stats.FloodsForwarded.Load()}
+	st.Overlay = n.Overlay()
 	return st
+}
+
+// OverlayStatus is the node's place on the ring and why it keeps each link.
+type OverlayStatus struct {
+	Enabled      bool              `json:"enabled"`
+	Joined       bool              `json:"joined"`
+	Predecessor  string            `json:"predecessor,omitempty"`
+	Successors   []string          `json:"successors"`
+	SizeEstimate float64           `json:"size_estimate"`
+	Links        []OverlayLink     `json:"links"`
+	Sent         map[string]uint64 `json:"control_sent"`
+	Forwarded    map[string]uint64 `json:"control_forwarded"`
+	Received     map[string]uint64 `json:"control_received"`
+	OnDemand     OnDemandStatus    `json:"on_demand"`
+}
+
+// OverlayLink says why a link exists: the reasons of each end.
+type OverlayLink struct {
+	Peer   string   `json:"peer"`
+	Local  []string `json:"local"`
+	Remote []string `json:"remote"`
+}
+
+// OnDemandStatus counts on-demand links.
+type OnDemandStatus struct {
+	Active int `json:"active"`
+	Opened int `json:"opened"`
+	Closed int `json:"closed"`
+}
+
+// ReasonNames spells out link reasons.
+func ReasonNames(r overlay.Reason) []string {
+	names := []string{}
+	for _, x := range []struct {
+		r    overlay.Reason
+		name string
+	}{{overlay.ReasonSuccessor, "successor"}, {overlay.ReasonLongDistance, "long-distance"}, {overlay.ReasonOnDemand, "on-demand"}, {overlay.ReasonBootstrap, "bootstrap"}, {overlay.ReasonStatic, "static"}} {
+		if r&x.r != 0 {
+			names = append(names, x.name)
+		}
+	}
+	return names
+}
+
+// Overlay reports the node's overlay state.
+func (n *Node) Overlay() OverlayStatus {
+	o := &n.ov
+	st := OverlayStatus{
+		Enabled: !o.cfg.Disabled, Joined: o.joined, SizeEstimate: o.ring.EstimateSize(),
+		Sent: countsByType(&o.sent), Forwarded: countsByType(&o.forwarded), Received: countsByType(&o.received),
+		OnDemand: OnDemandStatus{Active: len(o.od.active), Opened: o.od.opened, Closed: o.od.closed},
+	}
+	if p, ok := o.ring.Predecessor(); ok {
+		st.Predecessor = p.ID.String()
+	}
+	for _, s := range o.ring.Successors(o.cfg.Params.Successors) {
+		st.Successors = append(st.Successors, s.ID.String())
+	}
+	for id, ps := range o.peers {
+		if n.upLink(id) != nil {
+			st.Links = append(st.Links, OverlayLink{Peer: id.String(), Local: ReasonNames(ps.local), Remote: ReasonNames(ps.remote)})
+		}
+	}
+	sort.Slice(st.Links, func(i, j int) bool { return st.Links[i].Peer < st.Links[j].Peer })
+	return st
+}
+
+func countsByType(c *[16]uint64) map[string]uint64 {
+	m := map[string]uint64{}
+	for t := overlay.FindSuccessor; t <= overlay.Leave; t++ {
+		if c[t] > 0 {
+			m[t.String()] = c[t]
+		}
+	}
+	return m
+}
+
+// LinkReasons returns, for each peer with an up link, the reasons of both
+// ends, for experiments that classify links.
+func (n *Node) LinkReasons() map[nid.ID][2]overlay.Reason {
+	m := make(map[nid.ID][2]overlay.Reason)
+	for id, ps := range n.ov.peers {
+		if slices.Contains(n.adjacency, id) {
+			m[id] = [2]overlay.Reason{ps.local, ps.remote}
+		}
+	}
+	return m
+}
+
+// Successor is the node's first successor on the ring, if it has one.
+func (n *Node) Successor() (nid.ID, bool) {
+	s := n.ov.ring.Successors(1)
+	if len(s) == 0 {
+		return nid.ID{}, false
+	}
+	return s[0].ID, true
+}
+
+// ControlMessages is how many control messages this node sent and
+// forwarded, for the cost of joins and maintenance.
+func (n *Node) ControlMessages() (sent, forwarded uint64) {
+	for i := range n.ov.sent {
+		sent += n.ov.sent[i]
+		forwarded += n.ov.forwarded[i]
+	}
+	return sent, forwarded
 }

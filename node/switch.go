@@ -26,6 +26,8 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 		n.switchFrame(port, frame, off, now)
 	case wire.InnerFlood:
 		n.handleFlood(l, plain[1:], now)
+	case wire.InnerControl:
+		n.handleControl(l, plain[1:], now)
 	default:
 		n.stats.drop(DropMalformed)
 	}

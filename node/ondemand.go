@@ -1,0 +1,140 @@
+package node
+
+import (
+	"time"
+
+	"burrow/nid"
+	"burrow/overlay"
+)
+
+// OnDemandConfig: when the traffic from this bridge's leaves to one remote
+// bridge stays above Threshold bytes per second for Window, the node opens
+// a direct link to that bridge; when it stays below for Idle, the link
+// goes again.
+type OnDemandConfig struct {
+	Enabled   bool
+	Threshold float64
+	Window    time.Duration
+	Idle      time.Duration
+}
+
+// Defaults of OnDemandConfig.
+const (
+	DefaultOnDemandThreshold = 1 << 20 // 1 MiB/s
+	DefaultOnDemandWindow    = 3 * time.Second
+	DefaultOnDemandIdle      = 30 * time.Second
+)
+
+type onDemandState struct {
+	cfg     OnDemandConfig
+	active  map[nid.ID]bool // bridges we keep an on-demand link to
+	traffic map[nid.ID]*bridgeTraffic
+	last    time.Time
+	// Opened and Closed count on-demand links over the node's life.
+	opened, closed int
+}
+
+type bridgeTraffic struct {
+	above, below time.Time // since when the rate has been above / below the threshold
+	requested    time.Time
+}
+
+func (od *onDemandState) init(cfg OnDemandConfig) {
+	if cfg.Threshold <= 0 {
+		cfg.Threshold = DefaultOnDemandThreshold
+	}
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultOnDemandWindow
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = DefaultOnDemandIdle
+	}
+	od.cfg = cfg
+	od.active = make(map[nid.ID]bool)
+	od.traffic = make(map[nid.ID]*bridgeTraffic)
+}
+
+func (od *onDemandState) linked(root nid.ID) {
+	if !od.active[root] {
+		od.active[root] = true
+		od.opened++
+	}
+}
+
+func (od *onDemandState) linkDown(root nid.ID) {
+	if od.active[root] {
+		delete(od.active, root)
+		od.closed++
+	}
+}
+
+// tickOnDemand measures the traffic of local leaves toward each remote
+// bridge from the flows' byte counters and opens or drops on-demand links.
+func (n *Node) tickOnDemand(now time.Time) {
+	od := &n.ov.od
+	if !od.cfg.Enabled {
+		return
+	}
+	dt := now.Sub(od.last)
+	if dt < time.Second {
+		return
+	}
+	od.last = now
+	rates := make(map[nid.ID]float64)
+	for k, f := range n.flows {
+		if k.in != localPort {
+			continue
+		}
+		total := f.bytes.Load()
+		delta := total - f.counted
+		f.counted = total
+		if root, ok := n.learn.RootOf(k.dst); ok && root != n.self && root != (nid.ID{}) {
+			rates[root] += float64(delta) / dt.Seconds()
+		}
+	}
+	for root, rate := range rates {
+		if od.traffic[root] == nil {
+			od.traffic[root] = &bridgeTraffic{}
+		}
+		t := od.traffic[root]
+		if rate >= od.cfg.Threshold {
+			t.below = time.Time{}
+			if t.above.IsZero() {
+				t.above = now
+			}
+		} else {
+			t.above = time.Time{}
+			if t.below.IsZero() {
+				t.below = now
+			}
+		}
+	}
+	for root, t := range od.traffic {
+		if _, seen := rates[root]; !seen {
+			t.above = time.Time{}
+			if t.below.IsZero() {
+				t.below = now
+			}
+		}
+		switch {
+		case od.active[root] && !t.below.IsZero() && now.Sub(t.below) >= od.cfg.Idle:
+			od.linkDown(root)
+			delete(od.traffic, root)
+		case !od.active[root] && !t.above.IsZero() && now.Sub(t.above) >= od.cfg.Window:
+			if n.upLink(root) != nil {
+				od.linked(root) // already adjacent: mark the link as carrying it
+				continue
+			}
+			if now.Sub(t.requested) < requestTimeout {
+				continue
+			}
+			t.requested = now
+			id := n.ov.rng.Uint64() | 1
+			n.ov.requests[id] = pendingRequest{onDemand: root, expires: now.Add(requestTimeout)}
+			n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: root, Exact: true, Origin: n.self,
+				Via: n.via(), ID: id, Reasons: overlay.ReasonOnDemand, From: n.selfInfo()}, now)
+		case t.above.IsZero() && t.below.IsZero():
+			delete(od.traffic, root)
+		}
+	}
+}

@@ -1,0 +1,151 @@
+package node
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	"burrow/l2"
+	"burrow/nid"
+	"burrow/overlay"
+)
+
+// newOverlayNet makes n self-organizing nodes that all know only node 0.
+func newOverlayNet(t testing.TB, n int, seed uint64, params overlay.Params) *testNet {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	var first netip.AddrPort
+	for i := range n {
+		cfg := OverlayConfig{Params: params}
+		if i > 0 {
+			cfg.Bootstrap = []netip.AddrPort{first}
+		}
+		node := w.add(fmt.Sprintf("n%d", i), seed*1000+uint64(i), cfg)
+		if i == 0 {
+			first = node.addr
+		}
+	}
+	return w
+}
+
+// live returns the nodes that are not down, sorted by ID.
+func (w *testNet) live() []*testNode {
+	var out []*testNode
+	for _, n := range w.nodes {
+		if !w.down[n] {
+			out = append(out, n)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].node.Self().Compare(out[j].node.Self()) < 0 })
+	return out
+}
+
+// ringErrors lists nodes whose first successor is not the true next node.
+func (w *testNet) ringErrors() []string {
+	live := w.live()
+	var errs []string
+	for i, n := range live {
+		want := live[(i+1)%len(live)].node.Self()
+		succ := n.node.ov.ring.Successors(1)
+		if len(succ) == 0 || succ[0].ID != want {
+			got := "none"
+			if len(succ) > 0 {
+				got = succ[0].ID.Short()
+			}
+			errs = append(errs, fmt.Sprintf("%s: successor %s, want %s", n.name, got, want.Short()))
+		} else if !slices.Contains(n.node.adjacency, want) {
+			errs = append(errs, fmt.Sprintf("%s: no link to successor %s", n.name, want.Short()))
+		}
+		for _, dead := range w.nodes {
+			if w.down[dead] && slices.Contains(n.node.adjacency, dead.node.Self()) {
+				errs = append(errs, fmt.Sprintf("%s: still linked to dead %s", n.name, dead.name))
+			}
+		}
+	}
+	return errs
+}
+
+func (w *testNet) settle(t testing.TB, limit time.Duration) time.Duration {
+	t.Helper()
+	start := w.now
+	for w.now.Sub(start) < limit {
+		w.advance(time.Second, 250*time.Millisecond)
+		if len(w.ringErrors()) == 0 {
+			return w.now.Sub(start)
+		}
+	}
+	t.Fatalf("ring not consistent after %v: %v", limit, w.ringErrors())
+	return 0
+}
+
+// broadcastReachesAllOnce floods one frame from every live node and checks
+// exactly-once delivery to every other live node.
+func (w *testNet) broadcastReachesAllOnce(t testing.TB, tag string) {
+	t.Helper()
+	live := w.live()
+	for i, src := range live {
+		payload := fmt.Sprintf("%s-%d", tag, i)
+		src.fromTAP(ethFrame(l2.Broadcast, src.mac, payload))
+		for _, dst := range live {
+			want := 1
+			if dst == src {
+				want = 0
+			}
+			if got := dst.countTAP(payload); got != want {
+				t.Fatalf("broadcast %s from %s seen %d times at %s, want %d", payload, src.name, got, dst.name, want)
+			}
+		}
+	}
+}
+
+func TestOverlayFormsFromOneBootstrap(t *testing.T) {
+	w := newOverlayNet(t, 24, 1, overlay.Params{Successors: 2, LongDistance: 3})
+	took := w.settle(t, 60*time.Second)
+	t.Logf("ring of %d consistent after %v", len(w.nodes), took)
+	w.advance(20*time.Second, 500*time.Millisecond) // long-distance links
+	for _, n := range w.live() {
+		links := len(n.node.Adjacency())
+		if links < 2 {
+			t.Errorf("%s has %d links", n.name, links)
+		}
+	}
+	w.broadcastReachesAllOnce(t, "bf")
+}
+
+func TestOverlayRepairsAfterSilentFailures(t *testing.T) {
+	w := newOverlayNet(t, 16, 2, overlay.Params{Successors: 2, LongDistance: 2})
+	w.settle(t, 60*time.Second)
+	live := w.live()
+	// Kill two nodes that are not adjacent on the ring: s=2 survives that.
+	w.down[live[3]] = true
+	w.down[live[9]] = true
+	took := w.settle(t, 60*time.Second)
+	t.Logf("repaired after %v", took)
+	w.broadcastReachesAllOnce(t, "after")
+}
+
+func TestOverlayGracefulLeave(t *testing.T) {
+	w := newOverlayNet(t, 12, 3, overlay.Params{Successors: 2, LongDistance: 2})
+	w.settle(t, 60*time.Second)
+	leaver := w.live()[5]
+	leaver.node.Leave(w.now)
+	w.drain()
+	w.down[leaver] = true
+	w.advance(500*time.Millisecond, 250*time.Millisecond)
+	if errs := w.ringErrors(); len(errs) != 0 {
+		t.Fatalf("ring not repaired right after a graceful leave: %v", errs)
+	}
+}
+
+func TestIDsAreDistinct(t *testing.T) {
+	w := newOverlayNet(t, 4, 4, overlay.Params{Successors: 2})
+	seen := map[nid.ID]bool{}
+	for _, n := range w.nodes {
+		if seen[n.node.Self()] {
+			t.Fatal("duplicate ID")
+		}
+		seen[n.node.Self()] = true
+	}
+}

@@ -1,0 +1,298 @@
+package overlay
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+
+	"burrow/nid"
+)
+
+// Info describes a node: its ID and the endpoints it can be reached at.
+type Info struct {
+	ID        nid.ID
+	Endpoints []netip.AddrPort
+}
+
+// MaxEndpoints bounds the endpoints one Info carries.
+const MaxEndpoints = 8
+
+// Type is the kind of a control message.
+type Type uint8
+
+// Control message types. Routed messages travel greedily toward Dest; the
+// others only cross one link.
+const (
+	// FindSuccessor is routed toward Dest; the node that finds no neighbour
+	// closer to Dest answers with Successors.
+	FindSuccessor Type = iota + 1
+	// Successors answers FindSuccessor and Stabilize: the sender, its
+	// predecessor and its successor list.
+	Successors
+	// LinkRequest asks the node at (or just before) Dest for a link.
+	LinkRequest
+	// LinkReply answers LinkRequest: accepted or not, and where to reach it.
+	LinkReply
+	// Stabilize asks an adjacent successor for its predecessor and successors.
+	Stabilize
+	// Notify tells a node that the sender believes it is its predecessor.
+	Notify
+	// LinkUse tells the peer at the other end of a link why this side keeps
+	// it, and whether this side has found its place on the ring.
+	LinkUse
+	// Leave announces a graceful departure with the leaver's neighbours.
+	Leave
+	maxType
+)
+
+var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave"}
+
+func (t Type) String() string {
+	if t == 0 || t >= maxType {
+		return "unknown"
+	}
+	return typeNames[t]
+}
+
+// Reason says why a node wants a link. Both ends announce their reasons
+// with LinkUse; a link is closed when neither end has one left.
+type Reason uint8
+
+// Link reasons.
+const (
+	ReasonSuccessor Reason = 1 << iota
+	ReasonLongDistance
+	ReasonOnDemand
+	ReasonBootstrap // contacting a known node to find our place or merge rings
+	ReasonStatic    // configured by the operator
+)
+
+// Message is a control message. Dest is the routing key; Origin the sender;
+// Via, when set, is a node adjacent to Origin, through which replies reach
+// Origin while it is not yet routable on the ring.
+type Message struct {
+	Type   Type
+	TTL    uint8
+	Exact  bool // deliver only to the node whose ID is Dest
+	Dest   nid.ID
+	Origin nid.ID
+	Via    nid.ID
+	ID     uint64 // matches replies to requests
+
+	From       Info   // the sender's contact information (all but LinkUse)
+	Reasons    Reason // LinkRequest, LinkUse
+	Joined     bool   // LinkUse: the sender has a successor link
+	Closing    bool   // LinkUse: the sender is closing the link; stop using it
+	Accepted   bool   // LinkReply
+	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
+	Successors []Info // Successors, Leave
+}
+
+// MaxSuccessors bounds the successor list one message carries.
+const MaxSuccessors = 16
+
+// HeaderLen is the fixed part of every control message.
+const HeaderLen = 1 + 1 + 1 + 1 + 3*nid.Size + 8
+
+const (
+	version   = 1
+	flagExact = 1
+	flagJoin  = 2
+	flagAck   = 4
+	flagClose = 8
+)
+
+// Decoding errors.
+var (
+	ErrTruncated = errors.New("overlay: control message truncated")
+	ErrVersion   = errors.New("overlay: unknown control message version")
+	ErrType      = errors.New("overlay: unknown control message type")
+	ErrField     = errors.New("overlay: invalid control message field")
+	ErrTrailing  = errors.New("overlay: bytes after the control message")
+)
+
+// Append encodes m after dst.
+func (m *Message) Append(dst []byte) []byte {
+	var flags byte
+	if m.Exact {
+		flags |= flagExact
+	}
+	if m.Joined {
+		flags |= flagJoin
+	}
+	if m.Accepted {
+		flags |= flagAck
+	}
+	if m.Closing {
+		flags |= flagClose
+	}
+	dst = append(dst, version, byte(m.Type), m.TTL, flags)
+	dst = append(dst, m.Dest[:]...)
+	dst = append(dst, m.Origin[:]...)
+	dst = append(dst, m.Via[:]...)
+	dst = binary.BigEndian.AppendUint64(dst, m.ID)
+	switch m.Type {
+	case FindSuccessor, Notify:
+		dst = appendInfo(dst, m.From)
+	case LinkRequest:
+		dst = append(dst, byte(m.Reasons))
+		dst = appendInfo(dst, m.From)
+	case LinkReply:
+		dst = appendInfo(dst, m.From)
+	case LinkUse:
+		dst = append(dst, byte(m.Reasons))
+	case Successors, Leave:
+		dst = appendInfo(dst, m.From)
+		dst = appendInfo(dst, m.Pred)
+		n := min(len(m.Successors), MaxSuccessors)
+		dst = append(dst, byte(n))
+		for _, s := range m.Successors[:n] {
+			dst = appendInfo(dst, s)
+		}
+	}
+	return dst
+}
+
+func appendInfo(dst []byte, in Info) []byte {
+	dst = append(dst, in.ID[:]...)
+	n := min(len(in.Endpoints), MaxEndpoints)
+	dst = append(dst, byte(n))
+	for _, ep := range in.Endpoints[:n] {
+		addr := ep.Addr().Unmap()
+		if addr.Is4() {
+			a := addr.As4()
+			dst = append(dst, 4)
+			dst = append(dst, a[:]...)
+		} else {
+			a := addr.As16()
+			dst = append(dst, 6)
+			dst = append(dst, a[:]...)
+		}
+		dst = binary.BigEndian.AppendUint16(dst, ep.Port())
+	}
+	return dst
+}
+
+// Parse decodes a control message. It copies what it keeps, so b may be
+// reused afterwards.
+func Parse(b []byte) (Message, error) {
+	var m Message
+	if len(b) < HeaderLen {
+		return m, ErrTruncated
+	}
+	if b[0] != version {
+		return m, ErrVersion
+	}
+	m.Type = Type(b[1])
+	if m.Type == 0 || m.Type >= maxType {
+		return m, ErrType
+	}
+	m.TTL = b[2]
+	flags := b[3]
+	if flags&^(flagExact|flagJoin|flagAck|flagClose) != 0 {
+		return m, ErrField
+	}
+	m.Exact, m.Joined, m.Accepted, m.Closing = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0, flags&flagClose != 0
+	copy(m.Dest[:], b[4:])
+	copy(m.Origin[:], b[4+nid.Size:])
+	copy(m.Via[:], b[4+2*nid.Size:])
+	m.ID = binary.BigEndian.Uint64(b[4+3*nid.Size:])
+	r := reader{b: b[HeaderLen:]}
+	switch m.Type {
+	case FindSuccessor, Notify, LinkReply:
+		m.From = r.info()
+	case LinkRequest:
+		m.Reasons = Reason(r.byte())
+		m.From = r.info()
+	case LinkUse:
+		m.Reasons = Reason(r.byte())
+	case Successors, Leave:
+		m.From = r.info()
+		m.Pred = r.info()
+		n := int(r.byte())
+		if n > MaxSuccessors {
+			return m, ErrField
+		}
+		for range n {
+			if r.err != nil {
+				break
+			}
+			m.Successors = append(m.Successors, r.info())
+		}
+	}
+	if r.err != nil {
+		return m, r.err
+	}
+	if len(r.b) != 0 {
+		return m, ErrTrailing
+	}
+	return m, nil
+}
+
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n int) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if len(r.b) < n {
+		r.err = ErrTruncated
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *reader) byte() byte {
+	if b := r.take(1); b != nil {
+		return b[0]
+	}
+	return 0
+}
+
+func (r *reader) info() Info {
+	var in Info
+	if id := r.take(nid.Size); id != nil {
+		copy(in.ID[:], id)
+	}
+	n := int(r.byte())
+	if n > MaxEndpoints {
+		r.err = ErrField
+		return in
+	}
+	for range n {
+		var addr netip.Addr
+		switch r.byte() {
+		case 4:
+			if a := r.take(4); a != nil {
+				addr = netip.AddrFrom4([4]byte(a))
+			}
+		case 6:
+			if a := r.take(16); a != nil {
+				addr = netip.AddrFrom16([16]byte(a))
+				if addr.Is4In6() {
+					r.err = ErrField // always sent unmapped; anything else is garbage
+				}
+			}
+		default:
+			if r.err == nil {
+				r.err = ErrField
+			}
+		}
+		port := r.take(2)
+		if r.err != nil {
+			return in
+		}
+		p := binary.BigEndian.Uint16(port)
+		if p == 0 || !addr.IsValid() {
+			r.err = ErrField
+			return in
+		}
+		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, p))
+	}
+	return in
+}
