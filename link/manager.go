@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -575,14 +576,22 @@ func (m *Manager) Tick(now time.Time) {
 		d.tries++
 		p.dial, d.attempt = d, p
 	}
-	for _, l := range m.links {
-		m.tickLink(l, now)
+	for _, id := range nid.SortedKeys(m.links) {
+		if l := m.links[id]; l != nil {
+			m.tickLink(l, now)
+		}
 	}
 }
 
 func (m *Manager) expirePending(now time.Time) {
-	for idx, p := range m.pending {
-		if now.Before(p.expires) {
+	indexes := make([]uint32, 0, len(m.pending))
+	for idx := range m.pending {
+		indexes = append(indexes, idx)
+	}
+	slices.Sort(indexes)
+	for _, idx := range indexes {
+		p := m.pending[idx]
+		if p == nil || now.Before(p.expires) {
 			continue
 		}
 		delete(m.pending, idx)

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"math/bits"
+	"slices"
 )
 
 // Size is the length of an ID in bytes.
@@ -117,4 +118,16 @@ func FromFraction(f float64) ID {
 	hi := uint64(x)
 	lo := uint64((x - float64(hi)) * (1 << 64))
 	return FromUint128(hi, lo)
+}
+
+// SortedKeys returns the keys of m in ascending order. The core iterates
+// maps through it wherever the order shows in its output, so that a run is
+// reproducible from its seed.
+func SortedKeys[V any](m map[ID]V) []ID {
+	keys := make([]ID, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, ID.Compare)
+	return keys
 }

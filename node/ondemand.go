@@ -92,7 +92,8 @@ func (n *Node) tickOnDemand(now time.Time) {
 			rates[root] += float64(delta) / dt.Seconds()
 		}
 	}
-	for root, rate := range rates {
+	for _, root := range nid.SortedKeys(rates) {
+		rate := rates[root]
 		if od.traffic[root] == nil {
 			od.traffic[root] = &bridgeTraffic{}
 		}
@@ -109,7 +110,8 @@ func (n *Node) tickOnDemand(now time.Time) {
 			}
 		}
 	}
-	for root, t := range od.traffic {
+	for _, root := range nid.SortedKeys(od.traffic) {
+		t := od.traffic[root]
 		if _, seen := rates[root]; !seen {
 			t.above = time.Time{}
 			if t.below.IsZero() {

@@ -687,17 +687,17 @@ func (n *Node) reconcile(now time.Time) {
 		o.lastSuccessor = succ[0].ID
 		o.stabilize = now
 	}
-	for id, r := range want {
+	for _, id := range nid.SortedKeys(want) {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
 			ps.info.Endpoints = info.Endpoints
 		}
-		_ = r
 		if n.links.Links()[id] == nil {
 			n.dialPeer(ps, now)
 		}
 	}
-	for id, ps := range o.peers {
+	for _, id := range nid.SortedKeys(o.peers) {
+		ps := o.peers[id]
 		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic)
 		if joined && ps.local&overlay.ReasonBootstrap != 0 {
 			sticky &^= overlay.ReasonBootstrap
@@ -727,8 +727,9 @@ func (n *Node) reconcile(now time.Time) {
 			n.retire(l, ps, now)
 		}
 	}
-	for id, ps := range o.peers {
-		if ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
+	for _, id := range nid.SortedKeys(o.peers) {
+		ps := o.peers[id]
+		if ps != nil && ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
 			if l := n.links.Links()[id]; l != nil {
 				n.links.Down(l, "closed: no longer needed")
 			}
@@ -762,7 +763,7 @@ func (n *Node) Leave(now time.Time) {
 		return
 	}
 	pred, _ := o.ring.Predecessor()
-	for id := range o.peers {
+	for _, id := range nid.SortedKeys(o.peers) {
 		if l := n.upLink(id); l != nil {
 			n.count(&o.sent, overlay.Leave)
 			n.sendDirect(l, &overlay.Message{Type: overlay.Leave, Dest: id, Origin: n.self, Exact: true, From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)})
