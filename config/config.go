@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,11 +33,12 @@ type Config struct {
 	Listen string `yaml:"listen"`
 	// UnderlayMTU is the MTU of the path between nodes; the TAP MTU is
 	// derived from it so encapsulated frames never fragment.
-	UnderlayMTU int    `yaml:"underlay_mtu"`
-	TAP         TAP    `yaml:"tap"`
-	Peers       []Peer `yaml:"peers"`
-	Links       Links  `yaml:"links"`
-	Switch      Switch `yaml:"switch"`
+	UnderlayMTU int     `yaml:"underlay_mtu"`
+	TAP         TAP     `yaml:"tap"`
+	Peers       []Peer  `yaml:"peers"`
+	Links       Links   `yaml:"links"`
+	Switch      Switch  `yaml:"switch"`
+	Overlay     Overlay `yaml:"overlay"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string `yaml:"control_socket"`
 	Log           Log    `yaml:"log"`
@@ -89,6 +91,41 @@ type Switch struct {
 	MaxMACs  int           `yaml:"max_macs"`
 	MACAge   time.Duration `yaml:"mac_age"`
 	FlowIdle time.Duration `yaml:"flow_idle"`
+}
+
+// Overlay configures self-organization.
+type Overlay struct {
+	// Enabled: find a place on the ring and keep its links; default true.
+	// When false, the node keeps only its configured peers.
+	Enabled *bool `yaml:"enabled"`
+	// Bootstrap lists members to join through (address:port); one is enough.
+	Bootstrap []string `yaml:"bootstrap"`
+	// Advertise lists the endpoints other nodes can reach this one at;
+	// default: the listen address, or every interface address with its port.
+	Advertise    []string      `yaml:"advertise"`
+	Successors   int           `yaml:"successors"`
+	LongDistance string        `yaml:"long_distance"` // a number or "auto" (log2 of the size)
+	MaxInbound   int           `yaml:"max_inbound"`
+	MaxLinks     int           `yaml:"max_links"`
+	Stabilize    time.Duration `yaml:"stabilize_every"`
+	Heal         time.Duration `yaml:"heal_every"`
+	OnDemand     OnDemand      `yaml:"on_demand"`
+
+	On             bool             `yaml:"-"`
+	BootstrapAddrs []netip.AddrPort `yaml:"-"`
+	AdvertiseAddrs []netip.AddrPort `yaml:"-"`
+	K              int              `yaml:"-"`
+	AutoK          bool             `yaml:"-"`
+}
+
+// OnDemand configures direct links for heavy traffic.
+type OnDemand struct {
+	Enabled   *bool         `yaml:"enabled"`   // default true
+	Threshold float64       `yaml:"threshold"` // bytes per second toward one bridge
+	Window    time.Duration `yaml:"window"`
+	Idle      time.Duration `yaml:"idle"`
+
+	On bool `yaml:"-"`
 }
 
 // Log configures logging.
@@ -170,6 +207,11 @@ func (c *Config) applyDefaults() {
 	if c.Log.Format == "" {
 		c.Log.Format = "text"
 	}
+	c.Overlay.On = c.Overlay.Enabled == nil || *c.Overlay.Enabled
+	c.Overlay.OnDemand.On = c.Overlay.OnDemand.Enabled == nil || *c.Overlay.OnDemand.Enabled
+	if c.Overlay.LongDistance == "" {
+		c.Overlay.LongDistance = "4"
+	}
 }
 
 func (c *Config) validate() error {
@@ -198,6 +240,9 @@ func (c *Config) validate() error {
 		}
 	}
 	if err := c.Links.validate(); err != nil {
+		return err
+	}
+	if err := c.Overlay.validate(); err != nil {
 		return err
 	}
 	if c.Switch.MaxMACs < 0 {
@@ -257,6 +302,43 @@ func (p *Peer) validate(field string) error {
 		}
 		p.Key = new([32]byte)
 		copy(p.Key[:], raw)
+	}
+	return nil
+}
+
+func (o *Overlay) validate() error {
+	for i, b := range o.Bootstrap {
+		ap, err := netip.ParseAddrPort(b)
+		if err != nil || ap.Port() == 0 {
+			return fieldErr(fmt.Sprintf("overlay.bootstrap[%d]", i), "%q is not an address:port such as 203.0.113.7:51820", b)
+		}
+		o.BootstrapAddrs = append(o.BootstrapAddrs, ap)
+	}
+	for i, a := range o.Advertise {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil || ap.Port() == 0 || ap.Addr().IsUnspecified() {
+			return fieldErr(fmt.Sprintf("overlay.advertise[%d]", i), "%q is not a reachable address:port such as 203.0.113.7:51820", a)
+		}
+		o.AdvertiseAddrs = append(o.AdvertiseAddrs, ap)
+	}
+	if o.Successors < 0 || o.Successors > 8 {
+		return fieldErr("overlay.successors", "%d is out of range 1..8 (0 = default 2)", o.Successors)
+	}
+	if o.LongDistance == "auto" {
+		o.AutoK = true
+	} else if k, err := strconv.Atoi(o.LongDistance); err != nil || k < 0 || k > 32 {
+		return fieldErr("overlay.long_distance", "%q is not a number of links 0..32 or \"auto\"", o.LongDistance)
+	} else {
+		o.K = k
+	}
+	if o.MaxInbound < 0 || o.MaxLinks < 0 {
+		return fieldErr("overlay.max_links", "limits must not be negative")
+	}
+	if o.Stabilize < 0 || o.Heal < 0 {
+		return fieldErr("overlay.stabilize_every", "intervals must not be negative")
+	}
+	if o.OnDemand.Threshold < 0 || o.OnDemand.Window < 0 || o.OnDemand.Idle < 0 {
+		return fieldErr("overlay.on_demand", "threshold, window and idle must not be negative")
 	}
 	return nil
 }

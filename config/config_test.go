@@ -61,6 +61,10 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "links: {keepalive: 2s, dead_after: 3s}\n", "links.dead_after"},
 		{minimal + "log: {level: loud}\n", "log.level"},
 		{minimal + "log: {format: xml}\n", "log.format"},
+		{minimal + "overlay: {bootstrap: [somewhere]}\n", "overlay.bootstrap[0]"},
+		{minimal + "overlay: {advertise: [\"0.0.0.0:1\"]}\n", "overlay.advertise[0]"},
+		{minimal + "overlay: {long_distance: many}\n", "overlay.long_distance"},
+		{minimal + "overlay: {successors: 20}\n", "overlay.successors"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

@@ -46,8 +46,19 @@ func virtual(i int) netip.Prefix {
 }
 
 // newNetwork makes a lab with n internet hosts, one burrow node on each,
-// with fast failure detection so tests do not wait long.
+// with fast failure detection so tests do not wait long. Self-organization
+// is off: the tests link the nodes as they want.
 func newNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
+	lab, nw := newSelfOrganizing(t, n)
+	off := false
+	for _, node := range nw.Nodes {
+		node.Config.Overlay.Enabled = &off
+	}
+	return lab, nw
+}
+
+// newSelfOrganizing is newNetwork with the overlay on.
+func newSelfOrganizing(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 	t.Helper()
 	lab := labtest.New(t)
 	nw, err := cluster.New(lab, "e2e", burrowBin)

@@ -27,6 +27,10 @@ type OverlayConfig struct {
 	// link to, so that rings split by a partition merge again.
 	HealEvery time.Duration
 	OnDemand  OnDemandConfig
+	// Remembered are nodes known from an earlier run; the node contacts a
+	// few of them at start, so a restarted node finds its ring without a
+	// bootstrap.
+	Remembered []overlay.Info
 }
 
 // Defaults of OverlayConfig.
@@ -43,6 +47,8 @@ const (
 	controlTTL   = 64
 	rememberMax  = 32
 	deadMemory   = 30 * time.Second
+	// rememberedContacts is how many remembered nodes a restart contacts.
+	rememberedContacts = 3
 )
 
 // peerState is what the overlay knows about a node it is (or wants to be)
@@ -137,8 +143,20 @@ func (n *Node) initOverlay(now time.Time) {
 	for _, b := range c.Bootstrap {
 		n.addContact(b, nid.ID{}, true, now)
 	}
+	for _, r := range c.Remembered {
+		n.remember(r)
+	}
+	for i := len(o.remembered) - 1; i >= max(0, len(o.remembered)-rememberedContacts); i-- {
+		if r := o.remembered[i]; len(c.Bootstrap) == 0 || i == len(o.remembered)-1 {
+			n.addContact(r.Endpoints[0], r.ID, false, now)
+		}
+	}
 	o.od.init(c.OnDemand)
 }
+
+// Remembered returns the nodes this one would contact to find its ring
+// again, most recent last; the daemon keeps them across restarts.
+func (n *Node) Remembered() []overlay.Info { return slices.Clone(n.ov.remembered) }
 
 // jitter is a random duration in [0, d/2), to keep nodes out of step.
 func (o *overlayState) jitter(d time.Duration) time.Duration {

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	goruntime "runtime"
 	"sync"
@@ -35,6 +36,7 @@ import (
 	"burrow/link"
 	"burrow/nid"
 	"burrow/node"
+	"burrow/overlay"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
 	"burrow/wire"
@@ -161,6 +163,7 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		MACAge:   cfg.Switch.MACAge,
 		FlowIdle: cfg.Switch.FlowIdle,
 		Log:      log,
+		Overlay:  overlayConfig(cfg, d.conn.LocalAddr(), d.dev.Name()),
 	}, (*coreOutput)(d), now)
 	if err != nil {
 		return nil, err
@@ -203,6 +206,52 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 		return nil, nil, fmt.Errorf("cert %s: %w", cfg.Cert, err)
 	}
 	return ca, cert, nil
+}
+
+func overlayConfig(cfg *config.Config, listen netip.AddrPort, tapName string) node.OverlayConfig {
+	o := cfg.Overlay
+	advertise := o.AdvertiseAddrs
+	if len(advertise) == 0 {
+		advertise = localEndpoints(listen, tapName)
+	}
+	return node.OverlayConfig{
+		Disabled:       !o.On,
+		Params:         overlay.Params{Successors: o.Successors, LongDistance: o.K, Auto: o.AutoK, MaxInbound: o.MaxInbound, MaxLinks: o.MaxLinks},
+		Bootstrap:      o.BootstrapAddrs,
+		Advertise:      advertise,
+		StabilizeEvery: o.Stabilize,
+		HealEvery:      o.Heal,
+		OnDemand:       node.OnDemandConfig{Enabled: o.OnDemand.On, Threshold: o.OnDemand.Threshold, Window: o.OnDemand.Window, Idle: o.OnDemand.Idle},
+		Remembered:     loadRemembered(cfg.StateDir),
+	}
+}
+
+// localEndpoints is where other nodes can reach this one: the listen
+// address, or, when it is unspecified, every global address of this
+// machine's interfaces (but the TAP's) with the listen port.
+func localEndpoints(listen netip.AddrPort, tapName string) []netip.AddrPort {
+	if !listen.Addr().IsUnspecified() {
+		return []netip.AddrPort{listen}
+	}
+	ifaces, err := net.Interfaces()
+	if err != nil {
+		return nil
+	}
+	var out []netip.AddrPort
+	for _, ifc := range ifaces {
+		if ifc.Name == tapName || ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			pfx, err := netip.ParsePrefix(a.String())
+			if err != nil || !pfx.Addr().IsGlobalUnicast() || (listen.Addr().Is4() && !pfx.Addr().Is4()) {
+				continue
+			}
+			out = append(out, netip.AddrPortFrom(pfx.Addr(), listen.Port()))
+		}
+	}
+	return out[:min(len(out), overlay.MaxEndpoints)]
 }
 
 func hasFastAES() bool {
@@ -254,6 +303,9 @@ func (d *Daemon) runCore(ctx context.Context) {
 	defer d.wg.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	save := time.NewTicker(2 * time.Second)
+	defer save.Stop()
+	var saved []overlay.Info
 	defer func() {
 		d.closeIO()
 		go func() { d.wg.Wait(); close(d.done) }()
@@ -261,7 +313,8 @@ func (d *Daemon) runCore(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
-			d.log.Info("shutting down")
+			d.log.Info("shutting down: telling the neighbours")
+			d.node.Leave(time.Now())
 			return
 		case ev := <-d.events:
 			d.node.Handle(ev, time.Now())
@@ -269,6 +322,10 @@ func (d *Daemon) runCore(ctx context.Context) {
 			f()
 		case <-timer.C:
 			d.node.Tick(time.Now())
+		case <-save.C:
+			if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
+				saved = peers
+			}
 		}
 		now := time.Now()
 		timer.Reset(d.node.NextDeadline(now).Sub(now))

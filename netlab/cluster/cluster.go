@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	"gopkg.in/yaml.v3"
@@ -139,6 +140,17 @@ func (node *Node) Stop() error {
 		return nil
 	}
 	err := node.Process.Stop()
+	node.Process = nil
+	return err
+}
+
+// Kill ends the node without a word (SIGKILL), as a crash would.
+func (node *Node) Kill() error {
+	if node.Process == nil {
+		return nil
+	}
+	err := syscall.Kill(node.Process.Pid(), syscall.SIGKILL)
+	node.Process.Wait()
 	node.Process = nil
 	return err
 }
