@@ -1,0 +1,241 @@
+package overlay
+
+import (
+	"bytes"
+	"math"
+	"math/rand/v2"
+	"net/netip"
+	"reflect"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"burrow/nid"
+)
+
+func genID(t *rapid.T, label string) nid.ID {
+	var id nid.ID
+	copy(id[:], rapid.SliceOfN(rapid.Byte(), nid.Size, nid.Size).Draw(t, label))
+	return id
+}
+
+func genInfo(t *rapid.T, label string) Info {
+	in := Info{ID: genID(t, label+".id")}
+	for i, n := 0, rapid.IntRange(0, MaxEndpoints).Draw(t, label+".n"); i < n; i++ {
+		var addr netip.Addr
+		if rapid.Bool().Draw(t, label+".v6") {
+			a := [16]byte(rapid.SliceOfN(rapid.Byte(), 16, 16).Draw(t, label+".a6"))
+			a[0] = 0x20 // never an IPv4-mapped address
+			addr = netip.AddrFrom16(a)
+		} else {
+			addr = netip.AddrFrom4([4]byte(rapid.SliceOfN(rapid.Byte(), 4, 4).Draw(t, label+".a4")))
+		}
+		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, rapid.Uint16Range(1, 65535).Draw(t, label+".port")))
+	}
+	return in
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := Message{
+			Type: Type(rapid.IntRange(1, int(maxType)-1).Draw(t, "type")), TTL: rapid.Uint8().Draw(t, "ttl"),
+			Exact: rapid.Bool().Draw(t, "exact"), Dest: genID(t, "dest"), Origin: genID(t, "origin"), Via: genID(t, "via"),
+			ID: rapid.Uint64().Draw(t, "id"),
+		}
+		switch m.Type {
+		case FindSuccessor, Notify, LinkReply:
+			m.From = genInfo(t, "from")
+			m.Accepted = m.Type == LinkReply && rapid.Bool().Draw(t, "acc")
+		case LinkRequest:
+			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
+			m.From = genInfo(t, "from")
+		case LinkUse:
+			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
+			m.Joined, m.Closing = rapid.Bool().Draw(t, "joined"), rapid.Bool().Draw(t, "closing")
+		case Successors, Leave:
+			m.From, m.Pred = genInfo(t, "from"), genInfo(t, "pred")
+			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
+				m.Successors = append(m.Successors, genInfo(t, "s"))
+			}
+		}
+		b := m.Append(nil)
+		got, err := Parse(b)
+		if err != nil {
+			t.Fatalf("Parse(Append(m)) failed: %v", err)
+		}
+		if !reflect.DeepEqual(normalize(got), normalize(m)) {
+			t.Fatalf("round trip changed the message:\n got %+v\nwant %+v", got, m)
+		}
+	})
+}
+
+// normalize makes nil and empty endpoint lists compare equal.
+func normalize(m Message) Message {
+	fix := func(in Info) Info {
+		if len(in.Endpoints) == 0 {
+			in.Endpoints = nil
+		}
+		return in
+	}
+	m.From, m.Pred = fix(m.From), fix(m.Pred)
+	for i := range m.Successors {
+		m.Successors[i] = fix(m.Successors[i])
+	}
+	if len(m.Successors) == 0 {
+		m.Successors = nil
+	}
+	return m
+}
+
+func TestParseRejectsGarbage(t *testing.T) {
+	good := (&Message{Type: Successors, From: Info{ID: nid.ID{1}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:1")}}}).Append(nil)
+	for i := range good {
+		if _, err := Parse(good[:i]); err == nil {
+			t.Fatalf("truncation at %d accepted", i)
+		}
+	}
+	if _, err := Parse(append(bytes.Clone(good), 0)); err == nil {
+		t.Fatal("trailing byte accepted")
+	}
+	bad := bytes.Clone(good)
+	bad[0] = 9
+	if _, err := Parse(bad); err != ErrVersion {
+		t.Fatalf("unknown version: %v", err)
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add((&Message{Type: FindSuccessor, TTL: 64, From: Info{ID: nid.ID{7}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820")}}}).Append(nil))
+	f.Add((&Message{Type: Successors, Successors: []Info{{ID: nid.ID{1}}, {ID: nid.ID{2}}}}).Append(nil))
+	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Parse(b)
+		if err != nil {
+			return
+		}
+		if again := m.Append(nil); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs:\n%x\n%x", again, b)
+		}
+	})
+}
+
+func TestRingKeepsClosestSuccessorsAndPredecessor(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		self := genID(t, "self")
+		max := rapid.IntRange(1, 8).Draw(t, "max")
+		r := NewRing(self, max)
+		var all []nid.ID
+		for i, n := 0, rapid.IntRange(1, 40).Draw(t, "n"); i < n; i++ {
+			id := genID(t, "id")
+			if id == self || slices.Contains(all, id) {
+				continue
+			}
+			all = append(all, id)
+			r.Consider(Info{ID: id})
+		}
+		if len(all) == 0 {
+			return
+		}
+		byDist := slices.Clone(all)
+		slices.SortFunc(byDist, func(a, b nid.ID) int { return self.Distance(a).Compare(self.Distance(b)) })
+		got := r.Successors(max)
+		if len(got) != min(max, len(all)) {
+			t.Fatalf("%d successors, want %d", len(got), min(max, len(all)))
+		}
+		for i, s := range got {
+			if s.ID != byDist[i] {
+				t.Fatalf("successor %d is %v, want %v", i, s.ID, byDist[i])
+			}
+		}
+		pred, ok := r.Predecessor()
+		if !ok || pred.ID != byDist[len(byDist)-1] {
+			t.Fatalf("predecessor %v, want %v", pred.ID, byDist[len(byDist)-1])
+		}
+		r.Forget(byDist[0])
+		if s := r.Successors(1); len(all) > 1 && len(s) > 0 && s[0].ID == byDist[0] {
+			t.Fatal("forgotten node still first successor")
+		}
+	})
+}
+
+func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))
+		for i := range ids {
+			ids[i] = genID(t, "id")
+		}
+		slices.SortFunc(ids, nid.ID.Compare)
+		ids = slices.Compact(ids)
+		if len(ids) < 2 {
+			return
+		}
+		// Ring links plus random chords.
+		adj := map[nid.ID][]nid.ID{}
+		for i, id := range ids {
+			next := ids[(i+1)%len(ids)]
+			adj[id] = append(adj[id], next)
+			adj[next] = append(adj[next], id)
+		}
+		for range rapid.IntRange(0, 2*len(ids)).Draw(t, "chords") {
+			a, b := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "a")], ids[rapid.IntRange(0, len(ids)-1).Draw(t, "b")]
+			if a != b {
+				adj[a], adj[b] = append(adj[a], b), append(adj[b], a)
+			}
+		}
+		dest := genID(t, "dest")
+		at := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "start")]
+		for hops := 0; ; hops++ {
+			if hops > len(ids) {
+				t.Fatal("greedy routing did not terminate")
+			}
+			next := NextHop(at, adj[at], dest)
+			if next == at {
+				break
+			}
+			if next.Distance(dest).Compare(at.Distance(dest)) >= 0 {
+				t.Fatal("a hop made no progress")
+			}
+			at = next
+		}
+		// The last node is the closest one at or before dest.
+		for _, id := range ids {
+			if id.Distance(dest).Compare(at.Distance(dest)) < 0 {
+				t.Fatalf("stopped at %v but %v is closer before %v", at, id, dest)
+			}
+		}
+	})
+}
+
+func TestLongDistanceDrawsFollowTheHarmonicDistribution(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	const n, draws = 1024.0, 20000
+	// Under p(x) ∝ 1/x on [1/n, 1), each factor of two in distance gets the
+	// same share of draws: 1/log2(n) each.
+	buckets := make([]int, int(math.Log2(n)))
+	for range draws {
+		x := Draw(rng).Fraction(n)
+		if x < 1/n || x >= 1 {
+			t.Fatalf("fraction %v outside [1/n, 1)", x)
+		}
+		buckets[min(int(math.Log2(x*n)), len(buckets)-1)]++
+	}
+	want := float64(draws) / float64(len(buckets))
+	for i, c := range buckets {
+		if math.Abs(float64(c)-want) > 0.15*want {
+			t.Errorf("octave %d got %d draws, want about %.0f", i, c, want)
+		}
+	}
+}
+
+func TestSizeEstimate(t *testing.T) {
+	self := nid.ID{}
+	r := NewRing(self, 8)
+	// 8 successors evenly spaced as in a ring of 1000.
+	for i := 1; i <= 8; i++ {
+		r.Consider(Info{ID: nid.FromFraction(float64(i) / 1000)})
+	}
+	if got := r.EstimateSize(); got < 900 || got > 1100 {
+		t.Fatalf("estimate %v, want about 1000", got)
+	}
+}
