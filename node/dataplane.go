@@ -196,6 +196,7 @@ func (d *Dataplane) FromNetwork(w *Worker, from netip.AddrPort, dgram []byte, no
 	}
 	f.touch(now)
 	if f.out == 0 {
+		f.bytes.Add(uint64(len(frame)))
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(frame, off)
 		return

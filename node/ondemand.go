@@ -68,8 +68,10 @@ func (od *onDemandState) linkDown(root nid.ID) {
 	}
 }
 
-// tickOnDemand measures the traffic of local leaves toward each remote
-// bridge from the flows' byte counters and opens or drops on-demand links.
+// tickOnDemand measures the traffic between local leaves and each remote
+// bridge, both ways, from the flows' byte counters, and opens or drops
+// on-demand links. Both directions count because only one end of a pair
+// may know the other's bridge: the one that saw the other's flood.
 func (n *Node) tickOnDemand(now time.Time) {
 	od := &n.ov.od
 	if !od.cfg.Enabled {
@@ -82,13 +84,18 @@ func (n *Node) tickOnDemand(now time.Time) {
 	od.last = now
 	rates := make(map[nid.ID]float64)
 	for k, f := range n.flows {
-		if k.in != localPort {
-			continue
+		remote := k.dst
+		switch {
+		case k.in == localPort:
+		case f.out == localPort:
+			remote = k.src
+		default:
+			continue // just passing through
 		}
 		total := f.bytes.Load()
 		delta := total - f.counted
 		f.counted = total
-		if root, ok := n.learn.RootOf(k.dst); ok && root != n.self && root != (nid.ID{}) {
+		if root, ok := n.learn.RootOf(remote); ok && root != n.self && root != (nid.ID{}) {
 			rates[root] += float64(delta) / dt.Seconds()
 		}
 	}

@@ -376,7 +376,7 @@ func (n *Node) route(m *overlay.Message, from *link.Link, now time.Time) {
 		return
 	}
 	key := m.Dest
-	if m.Exact && m.Via != (nid.ID{}) {
+	if m.Type.IsReply() && m.Via != (nid.ID{}) {
 		key = m.Via
 		if key == n.self {
 			n.stats.drop(DropNoRoute) // we were the way to Origin, and it is gone

@@ -149,3 +149,58 @@ func TestIDsAreDistinct(t *testing.T) {
 		seen[n.node.Self()] = true
 	}
 }
+
+func TestOnDemandLinkOpensForHeavyTrafficAndCloses(t *testing.T) {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	var first netip.AddrPort
+	for i := range 16 {
+		cfg := OverlayConfig{Params: overlay.Params{Successors: 1, LongDistance: 0},
+			OnDemand: OnDemandConfig{Enabled: true, Threshold: 50_000, Window: 2 * time.Second, Idle: 5 * time.Second}}
+		if i > 0 {
+			cfg.Bootstrap = []netip.AddrPort{first}
+		}
+		node := w.add(fmt.Sprintf("n%d", i), 900+uint64(i), cfg)
+		if i == 0 {
+			first = node.addr
+		}
+	}
+	w.settle(t, 60*time.Second)
+	ring := w.live()
+	a, b := ring[0], ring[8] // half the ring apart: many hops with s=1, k=0
+	if a.node.upLink(b.node.Self()) != nil {
+		t.Fatal("a and b are adjacent before any traffic")
+	}
+	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "arp"))
+	b.fromTAP(ethFrame(a.mac, b.mac, "reply"))
+	payload := string(make([]byte, 1000))
+	// 100 frames of 1 kB per 100 ms: 1 MB/s, far above the threshold; b
+	// acknowledges now and then, as TCP would.
+	for range 50 {
+		for range 100 {
+			a.node.Dataplane().FromTAP(a.worker, l2.VirtioNetHdr{}, ethFrame(b.mac, a.mac, payload), w.now.UnixNano())
+		}
+		b.node.Dataplane().FromTAP(b.worker, l2.VirtioNetHdr{}, ethFrame(a.mac, b.mac, "ack"), w.now.UnixNano())
+		w.drain()
+		w.advance(100*time.Millisecond, 100*time.Millisecond)
+	}
+	if a.node.upLink(b.node.Self()) == nil {
+		t.Fatalf("no on-demand link after 5 s of heavy traffic: a %+v b %+v", a.node.Overlay().OnDemand, b.node.Overlay().OnDemand)
+	}
+	// The flow moved: a frame now takes the direct link.
+	before := b.countTAP("direct")
+	a.fromTAP(ethFrame(b.mac, a.mac, "direct"))
+	if b.countTAP("direct") != before+1 {
+		t.Fatal("frame not delivered after moving to the on-demand link")
+	}
+	if e, _ := a.node.learn.Lookup(b.mac); a.node.links.LinkByPort(uint32(e.Port)) == nil || a.node.links.LinkByPort(uint32(e.Port)).Peer.ID != b.node.Self() {
+		t.Fatal("b's MAC is not learned on the direct link")
+	}
+	// Quiet: the link goes after the idle time (plus the close grace).
+	w.advance(15*time.Second, 250*time.Millisecond)
+	if a.node.upLink(b.node.Self()) != nil {
+		t.Fatalf("on-demand link still up after 15 s without traffic: %+v", a.node.Overlay())
+	}
+	if st := a.node.Overlay().OnDemand; st.Opened != 1 || st.Closed != 1 {
+		t.Fatalf("on-demand counters %+v, want one opened and closed", st)
+	}
+}

@@ -47,6 +47,10 @@ const (
 
 var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave"}
 
+// IsReply reports whether t answers a request; replies find their way back
+// to the request's origin through its Via node.
+func (t Type) IsReply() bool { return t == Successors || t == LinkReply }
+
 func (t Type) String() string {
 	if t == 0 || t >= maxType {
 		return "unknown"
