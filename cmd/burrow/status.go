@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"sort"
 	"text/tabwriter"
 	"time"
 
@@ -49,7 +50,26 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	fmt.Fprintf(w, "listen    %s\n", st.Listen)
 	fmt.Fprintf(w, "tap       %s mtu %d mac %s %v (vnet_hdr=%v tso=%v uso=%v queues=%d)\n",
 		st.TAP.Name, st.TAP.MTU, st.TAP.MAC, st.TAP.Addresses, st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO, st.TAP.Queues)
-	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n\n", st.LearnedMACs, st.Flows)
+	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n", st.LearnedMACs, st.Flows)
+	if ov := st.Overlay; ov.Enabled {
+		kinds := map[string]int{}
+		for _, l := range ov.Links {
+			for _, r := range l.Local {
+				kinds[r]++
+			}
+		}
+		pred := "-"
+		if ov.Predecessor != "" {
+			pred = ov.Predecessor[:8]
+		}
+		succ := "-"
+		if len(ov.Successors) > 0 {
+			succ = ov.Successors[0][:8]
+		}
+		fmt.Fprintf(w, "ring      joined=%v predecessor %s successor %s, about %.0f nodes; links: %d successor, %d long-distance, %d on-demand\n",
+			ov.Joined, pred, succ, ov.SizeEstimate, kinds["successor"], kinds["long-distance"], kinds["on-demand"])
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tNODE ID\tSTATE\tPATH\tENDPOINT\tUP FOR\tRX\tTX")
 	for _, l := range st.Links {
@@ -66,8 +86,13 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\ndrops     ")
-	for k, v := range st.Drops {
-		if v > 0 {
+	reasons := make([]string, 0, len(st.Drops))
+	for k := range st.Drops {
+		reasons = append(reasons, k)
+	}
+	sort.Strings(reasons)
+	for _, k := range reasons {
+		if v := st.Drops[k]; v > 0 {
 			fmt.Fprintf(w, "%s=%d ", k, v)
 		}
 	}
