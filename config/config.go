@@ -39,9 +39,11 @@ type Config struct {
 	Links       Links   `yaml:"links"`
 	Switch      Switch  `yaml:"switch"`
 	Overlay     Overlay `yaml:"overlay"`
+	Relay       Relay   `yaml:"relay"`
 	// ControlSocket is where `burrow status` reaches the daemon.
-	ControlSocket string `yaml:"control_socket"`
-	Log           Log    `yaml:"log"`
+	ControlSocket string  `yaml:"control_socket"`
+	Metrics       Metrics `yaml:"metrics"`
+	Log           Log     `yaml:"log"`
 
 	// Derived by Load.
 	ListenAddr netip.AddrPort `yaml:"-"`
@@ -126,6 +128,36 @@ type OnDemand struct {
 	Idle      time.Duration `yaml:"idle"`
 
 	On bool `yaml:"-"`
+}
+
+// Metrics configures the Prometheus endpoint.
+type Metrics struct {
+	// Listen is the TCP address:port serving /metrics; empty turns it off.
+	Listen string `yaml:"listen"`
+
+	ListenAddr netip.AddrPort `yaml:"-"`
+}
+
+// Relay configures relaying for other members whose direct path failed.
+// Relayed traffic stays encrypted end to end.
+type Relay struct {
+	Enabled *bool `yaml:"enabled"` // default true
+	// MaxRate caps relayed bytes per second (default 10 MiB/s).
+	MaxRate float64 `yaml:"max_rate"`
+}
+
+// DefaultRelayRate is the relay cap when none is configured.
+const DefaultRelayRate = 10 << 20
+
+// Rate is the effective relay cap in bytes per second; 0 when disabled.
+func (r Relay) Rate() float64 {
+	if r.Enabled != nil && !*r.Enabled {
+		return 0
+	}
+	if r.MaxRate > 0 {
+		return r.MaxRate
+	}
+	return DefaultRelayRate
 }
 
 // Log configures logging.
@@ -245,8 +277,18 @@ func (c *Config) validate() error {
 	if err := c.Overlay.validate(); err != nil {
 		return err
 	}
+	if c.Relay.MaxRate < 0 {
+		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")
+	}
 	if c.Switch.MaxMACs < 0 {
 		return fieldErr("switch.max_macs", "must not be negative")
+	}
+	if c.Metrics.Listen != "" {
+		ap, err := netip.ParseAddrPort(c.Metrics.Listen)
+		if err != nil || ap.Port() == 0 {
+			return fieldErr("metrics.listen", "%q is not an address:port such as 127.0.0.1:9101 (leave it empty to serve no metrics)", c.Metrics.Listen)
+		}
+		c.Metrics.ListenAddr = ap
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

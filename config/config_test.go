@@ -59,6 +59,9 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "peers: [{endpoint: nowhere}]\n", "peers[0].endpoint"},
 		{minimal + "peers: [{endpoint: 192.0.2.1:1, public_key: short}]\n", "peers[0].public_key"},
 		{minimal + "links: {keepalive: 2s, dead_after: 3s}\n", "links.dead_after"},
+		{minimal + "metrics: {listen: 9101}\n", "metrics.listen"},
+		{minimal + "metrics: {listen: \"localhost:9101\"}\n", "metrics.listen"},
+		{minimal + "metrics: {listen: \"127.0.0.1:0\"}\n", "metrics.listen"},
 		{minimal + "log: {level: loud}\n", "log.level"},
 		{minimal + "log: {format: xml}\n", "log.format"},
 		{minimal + "overlay: {bootstrap: [somewhere]}\n", "overlay.bootstrap[0]"},
@@ -72,6 +75,23 @@ func TestErrorsNameTheField(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != tc.field {
 			t.Errorf("config %q: error %v, want one naming %s", tc.yaml, err, tc.field)
 		}
+	}
+}
+
+func TestMetricsAreOffByDefaultAndParseAnAddress(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Metrics.Listen != "" || c.Metrics.ListenAddr.IsValid() {
+		t.Fatalf("metrics on by default: %+v", c.Metrics)
+	}
+	c, err = Parse([]byte(minimal + "metrics: {listen: \"[::1]:9101\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Metrics.ListenAddr.String() != "[::1]:9101" {
+		t.Fatalf("metrics.listen decoded as %v", c.Metrics.ListenAddr)
 	}
 }
 

@@ -25,7 +25,7 @@ func FuzzHandleHandshake(f *testing.F) {
 		ca := trustedNames{}
 		n := newTestNode(t, "n", 1, 1, ca, Timers{})
 		now := time.Unix(1000, 0)
-		n.m.AddDial(netip.MustParseAddrPort("192.0.2.9:9"), DialOptions{}, now)
+		n.m.AddDial([]Endpoint{UDPEndpoint(netip.MustParseAddrPort("192.0.2.9:9"))}, DialOptions{}, now)
 		n.m.Tick(now)
 		// Aim replies and finishes at the indexes the node actually uses.
 		for idx := range n.m.pending {
@@ -33,7 +33,7 @@ func FuzzHandleHandshake(f *testing.F) {
 				b[8], b[9], b[10], b[11] = byte(idx), byte(idx>>8), byte(idx>>16), byte(idx>>24)
 			}
 		}
-		n.m.HandleHandshake(netip.MustParseAddrPort("192.0.2.7:7"), b, now)
+		n.m.HandleHandshake(UDPEndpoint(netip.MustParseAddrPort("192.0.2.7:7")), b, now)
 		if len(n.ups) != 0 {
 			t.Fatal("a link came up from a fuzzed datagram")
 		}

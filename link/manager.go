@@ -86,7 +86,7 @@ type Config struct {
 // Events is how the Manager talks to its owner. The datagram passed to
 // SendDatagram is only valid during the call.
 type Events interface {
-	SendDatagram(to netip.AddrPort, datagram []byte)
+	SendDatagram(to Endpoint, datagram []byte)
 	LinkUp(l *Link)
 	LinkDown(l *Link, reason string)
 	// SessionsChanged says the set of sessions or their roles changed, so
@@ -102,24 +102,58 @@ type Link struct {
 	Peer     Peer
 	Counters Counters
 	Since    time.Time // when the link came up
+	// RTT is the round trip of the last handshake on the link, a cheap
+	// measure of the path for choosing relays.
+	RTT time.Duration
 
-	endpoint atomic.Pointer[netip.AddrPort]
-	up       bool
-	current  *Session   // used for sending
-	sessions []*Session // accepted for receiving, newest last
-	rekey    *pending   // handshake in flight to replace current
-	rekeyAt  time.Time  // earliest next rekey attempt
-	created  time.Time
+	endpoint atomic.Pointer[Endpoint]
+	// candidates are the peer's known endpoints; a link on a worse path
+	// keeps trying them to upgrade.
+	candidates []Endpoint
+	upgradeAt  time.Time
+	up         bool
+	current    *Session   // used for sending
+	sessions   []*Session // accepted for receiving, newest last
+	rekey      *pending   // handshake in flight to replace current
+	rekeyAt    time.Time  // earliest next rekey attempt
+	created    time.Time
 }
 
 // Endpoint is where the peer's datagrams currently come from.
-func (l *Link) Endpoint() netip.AddrPort { return *l.endpoint.Load() }
+func (l *Link) Endpoint() Endpoint { return *l.endpoint.Load() }
 
-// SetEndpoint records a new source address for the peer (roaming, NAT rebinding).
-func (l *Link) SetEndpoint(ep netip.AddrPort) {
-	if cur := l.endpoint.Load(); cur == nil || *cur != ep {
+// SetEndpoint records where an authenticated datagram of the peer came
+// from (roaming, NAT rebinding, an upgraded path). A worse kind of path
+// does not replace a better one: the better one may just be quieter.
+func (l *Link) SetEndpoint(ep Endpoint) {
+	if cur := l.endpoint.Load(); cur == nil || (*cur != ep && ep.rank() >= cur.rank()) {
 		l.endpoint.Store(&ep)
 	}
+}
+
+// forceEndpoint replaces the path, e.g. when the current one stopped working.
+func (l *Link) forceEndpoint(ep Endpoint) { l.endpoint.Store(&ep) }
+
+// AddCandidates records more endpoints of the peer, for path upgrades.
+func (l *Link) AddCandidates(eps []Endpoint) {
+	for _, ep := range eps {
+		if !slices.Contains(l.candidates, ep) {
+			l.candidates = append(l.candidates, ep)
+		}
+	}
+}
+
+// betterCandidates are the candidates on a better kind of path than the
+// current one.
+func (l *Link) betterCandidates() []Endpoint {
+	cur := l.Endpoint().rank()
+	var out []Endpoint
+	for _, c := range l.candidates {
+		if c.rank() > cur {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // Up reports whether the link carries traffic.
@@ -134,12 +168,14 @@ func (l *Link) Sessions() []*Session { return l.sessions }
 // Dial is a standing wish to have a link to an endpoint: the Manager keeps
 // retrying, with backoff, while no link to that peer is up.
 type Dial struct {
-	Endpoint netip.AddrPort
-	Key      *[32]byte // if set, only this static key is accepted
-	Peer     nid.ID    // expected, or learned from the first successful handshake
-	known    bool
-	attempts int // give up after this many failed attempts; 0 = never
-	tries    int
+	// Endpoints are tried together; relayed ones only from the second
+	// attempt on, so that a direct path wins when there is one.
+	Endpoints []Endpoint
+	Key       *[32]byte // if set, only this static key is accepted
+	Peer      nid.ID    // expected, or learned from the first successful handshake
+	known     bool
+	attempts  int // give up after this many failed attempts; 0 = never
+	tries     int
 
 	attempt *pending
 	next    time.Time
@@ -162,7 +198,7 @@ type DialOptions struct {
 type pending struct {
 	localIndex  uint32
 	remoteIndex uint32
-	endpoint    netip.AddrPort
+	endpoints   []Endpoint
 	started     time.Time
 	expires     time.Time
 	initiator   *Initiator
@@ -204,6 +240,9 @@ const (
 	maxPending       = 1024
 	// sessionGrace keeps a replaced session open for late packets.
 	sessionGrace = 10 * time.Second
+	// upgradeEvery is how often a link on a relay, TURN or WebSocket path
+	// tries the peer's direct candidates again.
+	upgradeEvery = 10 * time.Second
 )
 
 // NewManager creates a Manager for the node whose static key is in cfg.
@@ -250,8 +289,8 @@ func (m *Manager) Session(index uint32) *Session { return m.sessions[index] }
 func (m *Manager) Dials() []*Dial { return m.dials }
 
 // AddDial asks for a link to endpoint.
-func (m *Manager) AddDial(endpoint netip.AddrPort, opts DialOptions, now time.Time) *Dial {
-	d := &Dial{Endpoint: endpoint, Key: opts.Key, attempts: opts.Attempts, next: now, backoff: m.timers.HandshakeRetry}
+func (m *Manager) AddDial(endpoints []Endpoint, opts DialOptions, now time.Time) *Dial {
+	d := &Dial{Endpoints: endpoints, Key: opts.Key, attempts: opts.Attempts, next: now, backoff: m.timers.HandshakeRetry}
 	if opts.Key != nil {
 		d.Peer, d.known = nid.FromPublicKey(*opts.Key), true
 	} else if opts.Peer != (nid.ID{}) {
@@ -297,13 +336,17 @@ func (m *Manager) newIndex() uint32 {
 	}
 }
 
-func (m *Manager) send(to netip.AddrPort, h wire.HandshakeHeader, body []byte) {
+func (m *Manager) send(to Endpoint, h wire.HandshakeHeader, body []byte) {
 	m.buf = wire.AppendHandshake(m.buf[:0], h, body)
 	m.events.SendDatagram(to, m.buf)
 }
 
-// startHandshake sends a first handshake message to endpoint.
-func (m *Manager) startHandshake(endpoint netip.AddrPort, now time.Time, retry time.Duration) (*pending, error) {
+// startHandshake sends a first handshake message to every endpoint; the
+// first answer through any of them wins.
+func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time.Duration) (*pending, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no endpoint to reach the peer at")
+	}
 	if len(m.pending) >= maxPending {
 		return nil, errors.New("too many handshakes in flight")
 	}
@@ -311,15 +354,17 @@ func (m *Manager) startHandshake(endpoint netip.AddrPort, now time.Time, retry t
 	if err != nil {
 		return nil, err
 	}
-	p := &pending{localIndex: m.newIndex(), endpoint: endpoint, started: now, expires: now.Add(retry), initiator: ini}
+	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, expires: now.Add(retry), initiator: ini}
 	m.pending[p.localIndex] = p
 	m.stats.HandshakesStarted.Add(1)
-	m.send(endpoint, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, msg)
+	for _, ep := range endpoints {
+		m.send(ep, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, msg)
+	}
 	return p, nil
 }
 
 // HandleHandshake processes a handshake datagram from the socket.
-func (m *Manager) HandleHandshake(from netip.AddrPort, datagram []byte, now time.Time) {
+func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time) {
 	h, body, err := wire.ParseHandshake(datagram)
 	if err != nil {
 		m.stats.Malformed.Add(1)
@@ -335,8 +380,8 @@ func (m *Manager) HandleHandshake(from netip.AddrPort, datagram []byte, now time
 	}
 }
 
-func (m *Manager) handleInit(from netip.AddrPort, h wire.HandshakeHeader, body []byte, now time.Time) {
-	if !m.limiter.allow(from.Addr(), now) {
+func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
+	if !m.limiter.allow(rateKey(from), now) {
 		m.stats.HandshakeRateLimited.Add(1)
 		return
 	}
@@ -352,13 +397,13 @@ func (m *Manager) handleInit(from netip.AddrPort, h wire.HandshakeHeader, body [
 		m.stats.HandshakeInvalid.Add(1)
 		return
 	}
-	p := &pending{localIndex: m.newIndex(), remoteIndex: h.Sender, endpoint: from, started: now,
+	p := &pending{localIndex: m.newIndex(), remoteIndex: h.Sender, endpoints: []Endpoint{from}, started: now,
 		expires: now.Add(responderTimeout), responder: r}
 	m.pending[p.localIndex] = p
 	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeReply, Sender: p.localIndex, Receiver: h.Sender}, reply)
 }
 
-func (m *Manager) handleReply(from netip.AddrPort, h wire.HandshakeHeader, body []byte, now time.Time) {
+func (m *Manager) handleReply(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
 	p := m.pending[h.Receiver]
 	if p == nil || p.initiator == nil {
 		m.stats.HandshakeUnknownIndex.Add(1)
@@ -386,7 +431,7 @@ func (m *Manager) handleReply(from netip.AddrPort, h wire.HandshakeHeader, body 
 	m.install(peer, s, from, p, now)
 }
 
-func (m *Manager) handleFinish(from netip.AddrPort, h wire.HandshakeHeader, body []byte, now time.Time) {
+func (m *Manager) handleFinish(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
 	p := m.pending[h.Receiver]
 	if p == nil || p.responder == nil || p.remoteIndex != h.Sender {
 		m.stats.HandshakeUnknownIndex.Add(1)
@@ -443,6 +488,33 @@ func (m *Manager) fail(p *pending, err error, now time.Time) {
 	}
 }
 
+// attemptEndpoints are the endpoints the next attempt tries: direct ones
+// first, relayed ones too once a direct attempt went unanswered.
+func (d *Dial) attemptEndpoints() []Endpoint {
+	if d.tries > 0 {
+		return d.Endpoints
+	}
+	var direct []Endpoint
+	for _, ep := range d.Endpoints {
+		if !ep.IsRelay() {
+			direct = append(direct, ep)
+		}
+	}
+	if len(direct) == 0 {
+		return d.Endpoints
+	}
+	return direct
+}
+
+// rateKey is what handshake rate limits count by: the source address, or
+// for relayed handshakes the originating node.
+func rateKey(from Endpoint) netip.Addr {
+	if from.IsRelay() {
+		return netip.AddrFrom16(from.Peer)
+	}
+	return from.Addr.Addr()
+}
+
 // giveUpIfExhausted drops a dial whose attempts ran out and reports it.
 func (m *Manager) giveUpIfExhausted(d *Dial) {
 	if d.attempts > 0 && d.tries >= d.attempts {
@@ -457,7 +529,7 @@ func (m *Manager) backoff(d *Dial, now time.Time) {
 }
 
 // install attaches a new session to the peer's link, creating the link.
-func (m *Manager) install(peer Peer, s *Session, from netip.AddrPort, p *pending, now time.Time) *Link {
+func (m *Manager) install(peer Peer, s *Session, from Endpoint, p *pending, now time.Time) *Link {
 	m.stats.HandshakesCompleted.Add(1)
 	l := m.links[peer.ID]
 	if l == nil {
@@ -467,11 +539,15 @@ func (m *Manager) install(peer Peer, s *Session, from netip.AddrPort, p *pending
 		m.byPort[l.Port] = l
 	}
 	l.Peer = peer
-	l.SetEndpoint(from)
+	l.RTT = now.Sub(p.started)
+	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up {
+		l.forceEndpoint(from)
+	}
 	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
 	l.sessions = append(l.sessions, s)
 	m.sessions[s.LocalIndex] = s
 	if p.dial != nil {
+		l.AddCandidates(p.dial.Endpoints)
 		p.dial.attempt = nil
 		p.dial.tries = 0
 		p.dial.Peer, p.dial.known = peer.ID, true
@@ -567,7 +643,7 @@ func (m *Manager) Tick(now time.Time) {
 		if d.attempt != nil || d.connected(m) || now.Before(d.next) {
 			continue
 		}
-		p, err := m.startHandshake(d.Endpoint, now, d.backoff)
+		p, err := m.startHandshake(d.attemptEndpoints(), now, d.backoff)
 		if err != nil {
 			d.LastError = err.Error()
 			m.backoff(d, now)
@@ -631,8 +707,18 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 		m.Down(l, "sessions expired")
 		return
 	}
+	if l.rekey == nil && !now.Before(l.upgradeAt) {
+		l.upgradeAt = now.Add(upgradeEvery)
+		if better := l.betterCandidates(); len(better) > 0 {
+			// Probe a better path with a fresh handshake; when it completes,
+			// its session moves the link there without a gap.
+			if p, err := m.startHandshake(better, now, t.HandshakeRetry); err == nil {
+				p.rekeyOf, l.rekey = l, p
+			}
+		}
+	}
 	if m.needsRekey(l, now) && l.rekey == nil && !now.Before(l.rekeyAt) {
-		if p, err := m.startHandshake(l.Endpoint(), now, t.HandshakeRetry); err == nil {
+		if p, err := m.startHandshake([]Endpoint{l.Endpoint()}, now, t.HandshakeRetry); err == nil {
 			p.rekeyOf, l.rekey = l, p
 		}
 		l.rekeyAt = now.Add(t.HandshakeRetry)

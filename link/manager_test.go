@@ -31,8 +31,8 @@ type datagram struct {
 	b        []byte
 }
 
-func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
-	n.outbox = append(n.outbox, datagram{n.addr, to, bytes.Clone(b)})
+func (n *testNode) SendDatagram(to Endpoint, b []byte) {
+	n.outbox = append(n.outbox, datagram{n.addr, to.Addr, bytes.Clone(b)})
 }
 func (n *testNode) LinkUp(l *Link)                  { n.ups = append(n.ups, l.Peer.ID) }
 func (n *testNode) LinkDown(l *Link, reason string) { n.downs = append(n.downs, reason) }
@@ -106,7 +106,7 @@ func (w *testNet) run(now time.Time) {
 
 func (n *testNode) deliver(d datagram, now time.Time) {
 	if wire.Type(d.b[0]) != wire.TypeTransport {
-		n.m.HandleHandshake(d.from, d.b, now)
+		n.m.HandleHandshake(UDPEndpoint(d.from), d.b, now)
 		return
 	}
 	idx, counter, err := wire.ParseTransportHeader(d.b)
@@ -139,7 +139,7 @@ func pair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode) {
 func TestHandshakeBringsLinkUpOnBothSides(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups) != 1 || len(b.ups) != 1 {
@@ -168,7 +168,7 @@ func TestCipherFallsBackWithoutAES(t *testing.T) {
 	b.m.cfg.Handshake.AESFast = false
 	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	l := a.m.Links()[b.m.Self()]
@@ -184,7 +184,7 @@ func TestUnknownCertificateIsRefused(t *testing.T) {
 	delete(ca, "b") // b's certificate is not from our CA
 	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
 	now := time.Unix(1000, 0)
-	d := a.m.AddDial(b.addr, DialOptions{}, now)
+	d := a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups)+len(b.ups) != 0 {
@@ -199,7 +199,7 @@ func TestPinnedKeyMismatchIsRefused(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
 	wrong := [32]byte{9}
-	a.m.AddDial(b.addr, DialOptions{Key: &wrong}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{Key: &wrong}, now)
 	a.m.Tick(now)
 	w.run(now)
 	if len(a.ups) != 0 {
@@ -210,7 +210,7 @@ func TestPinnedKeyMismatchIsRefused(t *testing.T) {
 func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	silent := false
@@ -249,7 +249,7 @@ func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	la := a.m.Links()[b.m.Self()]
@@ -280,7 +280,7 @@ func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 func TestReplayedTransportIsRejected(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
 	la := a.m.Links()[b.m.Self()]
@@ -308,7 +308,7 @@ func TestHandshakeFloodIsRateLimited(t *testing.T) {
 	}
 	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
 	for i := 0; i < 1000; i++ {
-		b.m.HandleHandshake(a.addr, init, now)
+		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
 	}
 	answered := len(b.outbox)
 	if answered > 2*int(b.m.cfg.HandshakesPerSource) {
@@ -322,7 +322,7 @@ func TestHandshakeFloodIsRateLimited(t *testing.T) {
 func TestOneDialMakesOneHandshake(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	// The reply arrives, but the confirming keepalive is still in flight
 	// when a ticks again.
@@ -339,7 +339,7 @@ func TestOneDialMakesOneHandshake(t *testing.T) {
 func TestDialWithExpectedIDGivesUpAndReports(t *testing.T) {
 	w, a, b := pair(t, Timers{HandshakeRetry: time.Second})
 	now := time.Unix(1000, 0)
-	a.m.AddDial(b.addr, DialOptions{Peer: nid.ID{1}, Attempts: 2}, now)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{Peer: nid.ID{1}, Attempts: 2}, now)
 	for i := 0; i < 10 && len(a.failed) == 0; i++ {
 		a.m.Tick(now)
 		w.run(now)

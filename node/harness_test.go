@@ -26,6 +26,9 @@ type testNet struct {
 	queue  []packet
 	down   map[*testNode]bool
 	keys   map[string][32]byte
+	// blocked drops datagrams between two addresses (from, to), as a
+	// firewall or NAT that lets nothing through would.
+	blocked map[[2]netip.AddrPort]bool
 }
 
 type packet struct {
@@ -44,8 +47,11 @@ type testNode struct {
 	slow   []Event
 }
 
-func (n *testNode) SendDatagram(to netip.AddrPort, b []byte) {
-	n.w.queue = append(n.w.queue, packet{n.addr, to, bytes.Clone(b)})
+func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
+	if to.IsRelay() {
+		n.w.t.Fatalf("%s: the core handed a relayed endpoint to its output", n.name)
+	}
+	n.w.queue = append(n.w.queue, packet{n.addr, to.Addr, bytes.Clone(b)})
 }
 
 func (n *testNode) WriteFrame(frame []byte, off l2.Offload) {
@@ -105,7 +111,7 @@ func (w *testNet) add(name string, seed uint64, ov OverlayConfig) *testNode {
 // connect makes a dial from a to b (links are bidirectional once up).
 func (w *testNet) connect(a, b int) {
 	pub := w.keys[w.nodes[b].name]
-	w.nodes[a].node.Links().AddDial(w.nodes[b].addr, link.DialOptions{Key: &pub}, w.now)
+	w.nodes[a].node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(w.nodes[b].addr)}, link.DialOptions{Key: &pub}, w.now)
 }
 
 // drain delivers queued datagrams and slow-path events until quiet.
@@ -133,10 +139,10 @@ func (w *testNet) drain() {
 		p := w.queue[0]
 		w.queue = w.queue[1:]
 		dst := w.byAddr[p.to]
-		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] {
+		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] || w.blocked[[2]netip.AddrPort{p.from, p.to}] {
 			continue
 		}
-		dst.node.Dataplane().FromNetwork(dst.worker, p.from, p.b, w.now.UnixNano())
+		dst.node.Dataplane().FromNetwork(dst.worker, link.UDPEndpoint(p.from), p.b, w.now.UnixNano())
 	}
 }
 

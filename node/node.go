@@ -54,6 +54,9 @@ type Config struct {
 	// Trace, when set, observes events the simulator measures.
 	Trace   Trace
 	Overlay OverlayConfig
+	// RelayRate caps the bytes per second this node relays for other
+	// members whose direct path failed; 0 relays nothing.
+	RelayRate float64
 }
 
 // Trace receives observations for experiments; nil fields are skipped.
@@ -66,7 +69,8 @@ type Trace struct {
 // Output carries the core's actions out. Slices are valid only during the
 // call.
 type Output interface {
-	SendDatagram(to netip.AddrPort, datagram []byte)
+	// SendDatagram never gets a relayed endpoint: the core wraps those.
+	SendDatagram(to link.Endpoint, datagram []byte)
 	WriteFrame(frame []byte, off l2.Offload)
 }
 
@@ -83,6 +87,7 @@ type Node struct {
 	adjacency []nid.ID // peers with an up link, sorted clockwise from self
 	targets   []flood.Target
 	buf       []byte
+	relayBuf  []byte
 	snap      atomic.Pointer[snapshot]
 	dirty     bool
 	stats     Stats
@@ -129,10 +134,10 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	}
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
-	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats}
+	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate)}
 	n.initOverlay(now)
 	for _, p := range cfg.Peers {
-		n.links.AddDial(p.Endpoint, link.DialOptions{Key: p.Key}, now)
+		n.links.AddDial([]link.Endpoint{link.UDPEndpoint(p.Endpoint)}, link.DialOptions{Key: p.Key}, now)
 		if p.Key != nil {
 			n.peer(nid.FromPublicKey(*p.Key)).local |= overlay.ReasonStatic
 		}
@@ -170,7 +175,7 @@ func (n *Node) Handle(ev Event, now time.Time) {
 	n.publishIfDirty()
 }
 
-func (n *Node) handleDatagram(from netip.AddrPort, b []byte, now time.Time) {
+func (n *Node) handleDatagram(from link.Endpoint, b []byte, now time.Time) {
 	if !wire.IsBurrow(b) {
 		n.stats.drop(DropNotBurrow)
 		return
@@ -213,13 +218,31 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 // linkEvents adapts the Node to link.Events without exporting the methods.
 type linkEvents Node
 
-func (e *linkEvents) SendDatagram(to netip.AddrPort, b []byte) { e.out.SendDatagram(to, b) }
+func (e *linkEvents) SendDatagram(to link.Endpoint, b []byte) { (*Node)(e).sendDatagram(to, b) }
+
+// sendDatagram sends a datagram the core made, wrapping it for a relay
+// when its endpoint is relayed.
+func (n *Node) sendDatagram(to link.Endpoint, b []byte) {
+	if !to.IsRelay() {
+		n.out.SendDatagram(to, b)
+		return
+	}
+	relay := n.upLink(to.Relay)
+	if relay == nil {
+		n.stats.drop(DropNoRoute)
+		return
+	}
+	n.relayBuf = append(n.relayBuf[:0], byte(wire.InnerRelayTo))
+	n.relayBuf = append(n.relayBuf, to.Peer[:]...)
+	n.relayBuf = append(n.relayBuf, b...)
+	n.links.Send(relay, n.relayBuf, n.now)
+}
 
 func (e *linkEvents) SessionsChanged() { e.dirty = true }
 
 func (e *linkEvents) DialFailed(d *link.Dial) {
 	n := (*Node)(e)
-	n.log.Debug("giving up dial", "endpoint", d.Endpoint, "peer", d.Peer.Short(), "err", d.LastError)
+	n.log.Debug("giving up dial", "endpoints", d.Endpoints, "peer", d.Peer.Short(), "err", d.LastError)
 	n.overlayDialFailed(d, n.now)
 }
 

@@ -3,10 +3,12 @@ package node
 import (
 	"bytes"
 	"fmt"
+	"net/netip"
 	"testing"
 	"time"
 
 	"burrow/l2"
+	"burrow/link"
 )
 
 func TestTwoNodesBroadcastThenUnicastOnTheFastPath(t *testing.T) {
@@ -142,7 +144,7 @@ func TestGarbageOnlyMovesDropCounters(t *testing.T) {
 		{0x00, 0x01, 0x00, 0x00, 0x21, 0x12, 0xa4, 0x42},
 	}
 	for _, g := range garbage {
-		b.node.Dataplane().FromNetwork(b.worker, a.addr, g, w.now.UnixNano())
+		b.node.Dataplane().FromNetwork(b.worker, link.UDPEndpoint(a.addr), g, w.now.UnixNano())
 	}
 	w.drain()
 	if len(b.tap) != 0 {
@@ -158,5 +160,66 @@ func TestGarbageOnlyMovesDropCounters(t *testing.T) {
 	}
 	if len(b.node.Adjacency()) != 1 {
 		t.Fatal("garbage broke the link")
+	}
+}
+
+func TestRelayedLinkCarriesTrafficAndUpgradesToDirect(t *testing.T) {
+	w := newTestNet(t, 3, 11)
+	a, b, m := w.nodes[0], w.nodes[1], w.nodes[2]
+	m.node.dp.relay = newRelayBudget(10 << 20)
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr, b.addr}: true, {b.addr, a.addr}: true}
+	w.connect(0, 2)
+	w.connect(1, 2)
+	w.advance(time.Second, 100*time.Millisecond)
+	pub := w.keys[b.name]
+	a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr), link.RelayEndpoint(m.node.Self(), b.node.Self())},
+		link.DialOptions{Key: &pub}, w.now)
+	w.advance(3*time.Second, 100*time.Millisecond)
+	l := a.node.Links().Links()[b.node.Self()]
+	if l == nil || !l.Up() || l.Endpoint().Path() != "relay" {
+		t.Fatalf("link a-b over the relay: %+v", l)
+	}
+	// Frames flow a <-> b through m, whose switch never sees them.
+	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "hello"))
+	b.fromTAP(ethFrame(a.mac, b.mac, "via-relay"))
+	if a.countTAP("via-relay") != 1 || m.node.Stats().Relayed.Load() == 0 {
+		t.Fatalf("relayed unicast delivered %d times; m relayed %d datagrams", a.countTAP("via-relay"), m.node.Stats().Relayed.Load())
+	}
+	if got := m.countTAP("via-relay"); got != 0 {
+		t.Fatalf("the relay delivered the relayed frame to its own TAP %d times", got)
+	}
+	// The direct path opens: the link moves there without going down.
+	w.blocked = nil
+	downs := a.node.Stats().Drops()["no_route"]
+	for i := range 30 {
+		w.advance(500*time.Millisecond, 500*time.Millisecond)
+		b.fromTAP(ethFrame(a.mac, b.mac, fmt.Sprint("keep-", i)))
+		if a.countTAP(fmt.Sprint("keep-", i)) != 1 {
+			t.Fatalf("frame %d lost while the path upgraded", i)
+		}
+	}
+	if l := a.node.Links().Links()[b.node.Self()]; l.Endpoint().Path() != "direct" {
+		t.Fatalf("link still on %v after the direct path opened", l.Endpoint())
+	}
+	if a.node.Stats().Drops()["no_route"] != downs {
+		t.Fatal("frames were dropped during the upgrade")
+	}
+}
+
+func TestRelayRefusedWithoutBudget(t *testing.T) {
+	w := newTestNet(t, 3, 12)
+	a, b, m := w.nodes[0], w.nodes[1], w.nodes[2]
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr, b.addr}: true, {b.addr, a.addr}: true}
+	w.connect(0, 2)
+	w.connect(1, 2)
+	w.advance(time.Second, 100*time.Millisecond)
+	pub := w.keys[b.name]
+	a.node.Links().AddDial([]link.Endpoint{link.RelayEndpoint(m.node.Self(), b.node.Self())}, link.DialOptions{Key: &pub}, w.now)
+	w.advance(3*time.Second, 100*time.Millisecond)
+	if l := a.node.Links().Links()[b.node.Self()]; l != nil && l.Up() {
+		t.Fatal("a node that does not relay carried a link")
+	}
+	if m.node.Stats().Drops()["relay_limit"] == 0 {
+		t.Fatal("refused relaying not counted")
 	}
 }

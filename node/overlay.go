@@ -55,6 +55,7 @@ const (
 // linked to.
 type peerState struct {
 	info         overlay.Info
+	relays       bool           // the peer relays for others
 	local        overlay.Reason // why we want the link
 	remote       overlay.Reason // why the peer wants it (its LinkUse)
 	remoteJoined bool
@@ -163,8 +164,22 @@ func (o *overlayState) jitter(d time.Duration) time.Duration {
 	return time.Duration(o.rng.Int64N(int64(d)/2 + 1))
 }
 
+// selfInfo is what this node tells others about itself: where to reach
+// it, and which of its neighbours relay for it should no direct path work
+// (those with a direct link, lowest RTT first).
 func (n *Node) selfInfo() overlay.Info {
-	return overlay.Info{ID: n.self, Endpoints: n.ov.cfg.Advertise}
+	var relays []*link.Link
+	for _, id := range nid.SortedKeys(n.ov.peers) {
+		if l := n.upLink(id); l != nil && n.ov.peers[id].relays && !l.Endpoint().IsRelay() {
+			relays = append(relays, l)
+		}
+	}
+	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
+	info := overlay.Info{ID: n.self, Endpoints: n.ov.cfg.Advertise}
+	for _, l := range relays[:min(len(relays), overlay.MaxRelays)] {
+		info.Relays = append(info.Relays, l.Peer.ID)
+	}
+	return info
 }
 
 func (n *Node) addContact(ep netip.AddrPort, id nid.ID, bootstrap bool, now time.Time) {
@@ -172,7 +187,7 @@ func (n *Node) addContact(ep netip.AddrPort, id nid.ID, bootstrap bool, now time
 	if !bootstrap {
 		attempts = 2
 	}
-	d := n.links.AddDial(ep, link.DialOptions{Peer: id, Attempts: attempts}, now)
+	d := n.links.AddDial([]link.Endpoint{link.UDPEndpoint(ep)}, link.DialOptions{Peer: id, Attempts: attempts}, now)
 	n.ov.contacts = append(n.ov.contacts, &contact{dial: d, bootstrap: bootstrap})
 }
 
@@ -199,6 +214,7 @@ func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 	ps := n.peer(l.Peer.ID)
 	ps.closing = false
 	ps.info.Endpoints = mergeEndpoints(l.Endpoint(), ps.info.Endpoints)
+	l.AddCandidates(n.candidates(ps.info))
 	if ps.dial != nil {
 		n.links.RemoveDial(ps.dial)
 		ps.dial = nil
@@ -270,12 +286,37 @@ func (n *Node) overlayDialFailed(d *link.Dial, now time.Time) {
 	}
 }
 
-func mergeEndpoints(observed netip.AddrPort, known []netip.AddrPort) []netip.AddrPort {
-	out := []netip.AddrPort{observed}
+// mergeEndpoints puts the address a peer was seen at first, when it is a
+// direct one, ahead of those it advertises.
+func mergeEndpoints(observed link.Endpoint, known []netip.AddrPort) []netip.AddrPort {
+	if observed.IsRelay() || observed.Via != link.UDP {
+		return known
+	}
+	out := []netip.AddrPort{observed.Addr}
 	for _, ep := range known {
-		if ep != observed && len(out) < overlay.MaxEndpoints {
+		if ep != observed.Addr && len(out) < overlay.MaxEndpoints {
 			out = append(out, ep)
 		}
+	}
+	return out
+}
+
+// candidates are the endpoints to try for a peer: its addresses, then the
+// members it named as relays that we have a link with, lowest RTT first.
+func (n *Node) candidates(in overlay.Info) []link.Endpoint {
+	var out []link.Endpoint
+	for _, ep := range in.Endpoints {
+		out = append(out, link.UDPEndpoint(ep))
+	}
+	var relays []*link.Link
+	for _, r := range in.Relays {
+		if l := n.upLink(r); l != nil && r != in.ID && !l.Endpoint().IsRelay() {
+			relays = append(relays, l)
+		}
+	}
+	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
+	for _, l := range relays[:min(len(relays), 2)] {
+		out = append(out, link.RelayEndpoint(l.Peer.ID, in.ID))
 	}
 	return out
 }
@@ -317,7 +358,7 @@ func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
 		return
 	}
 	ps.announced, ps.announcedJ = ps.local, n.ov.joined
-	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined})
+	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0})
 }
 
 // findSuccessor asks through l where we belong on the ring.
@@ -459,7 +500,7 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 	case overlay.LinkUse:
 		if from != nil {
 			ps := n.peer(from.Peer.ID)
-			ps.remote, ps.remoteJoined = m.Reasons, m.Joined
+			ps.remote, ps.remoteJoined, ps.relays = m.Reasons, m.Joined, m.Relaying
 			if m.Closing {
 				n.retire(from, ps, now)
 			}
@@ -564,10 +605,12 @@ func (n *Node) usedByLongDistance(id nid.ID) bool {
 
 // dialPeer starts a dial to a peer unless a link or a dial exists.
 func (n *Node) dialPeer(ps *peerState, now time.Time) {
-	if ps.dial != nil || n.links.Links()[ps.info.ID] != nil || len(ps.info.Endpoints) == 0 {
+	if ps.dial != nil || n.links.Links()[ps.info.ID] != nil {
 		return
 	}
-	ps.dial = n.links.AddDial(ps.info.Endpoints[0], link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
+	if c := n.candidates(ps.info); len(c) > 0 {
+		ps.dial = n.links.AddDial(c, link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
+	}
 }
 
 // overlayTick runs the overlay's timers.
@@ -741,7 +784,7 @@ func (n *Node) reconcile(now time.Time) {
 			ps.unwanted = now
 		}
 		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing {
-			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true})
+			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0})
 			n.retire(l, ps, now)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 
 	"burrow/l2"
 	"burrow/link"
+	"burrow/nid"
 )
 
 // snapshot is what the data path reads: immutable once published, swapped
@@ -13,6 +14,7 @@ import (
 type snapshot struct {
 	sessions map[uint32]rxSession // by the index peers address us with
 	ports    map[uint32]*port     // by switch port; 0 is the TAP
+	byPeer   map[nid.ID]*port     // up links by peer, for relaying
 	flows    map[flowKey]*flow
 }
 
@@ -50,11 +52,15 @@ func (n *Node) publish() {
 	s := &snapshot{
 		sessions: make(map[uint32]rxSession),
 		ports:    make(map[uint32]*port),
+		byPeer:   make(map[nid.ID]*port),
 		flows:    make(map[flowKey]*flow, len(n.flows)),
 	}
 	for _, l := range n.links.Links() {
 		p := &port{link: l, session: l.Current()}
 		s.ports[l.Port] = p
+		if l.Up() {
+			s.byPeer[l.Peer.ID] = p
+		}
 		for _, sess := range l.Sessions() {
 			s.sessions[sess.LocalIndex] = rxSession{sess, p}
 		}

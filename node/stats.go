@@ -17,12 +17,13 @@ const (
 	DropHairpin                          // would leave through the port it came in
 	DropLoop                             // a broadcast of our own came back
 	DropSlowPathFull                     // the core was too busy to take it
+	DropRelayLimit                       // relaying for others is off or over its rate
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
-	"no_route", "hairpin", "own_broadcast", "slow_path_full",
+	"no_route", "hairpin", "own_broadcast", "slow_path_full", "relay_limit",
 }
 
 func (r DropReason) String() string { return dropNames[r] }
@@ -34,6 +35,7 @@ type Stats struct {
 	FloodsStarted, FloodsReceived, FloodsForwarded atomic.Uint64
 	FramesToTAP, FramesFromTAP                     atomic.Uint64
 	SlowPathEvents                                 atomic.Uint64
+	Relayed                                        atomic.Uint64 // datagrams relayed for others
 }
 
 func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }

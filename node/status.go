@@ -3,8 +3,10 @@ package node
 import (
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
+	"burrow/link"
 	"burrow/nid"
 	"burrow/overlay"
 )
@@ -30,6 +32,7 @@ type LinkStatus struct {
 	State         string    `json:"state"`
 	Path          string    `json:"path"`
 	Endpoint      string    `json:"endpoint"`
+	RTT           float64   `json:"rtt_ms"` // round trip of the last handshake
 	Cipher        string    `json:"cipher,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
 	LastHandshake time.Time `json:"last_handshake,omitzero"`
@@ -73,9 +76,9 @@ func (n *Node) Status() Status {
 	}
 	for _, l := range n.links.Links() {
 		ls := LinkStatus{
-			Peer: l.Peer.Name, NodeID: l.Peer.ID.String(), Port: l.Port, State: "connecting", Path: "direct",
-			Endpoint: l.Endpoint().String(),
-			RxBytes:  l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
+			Peer: l.Peer.Name, NodeID: l.Peer.ID.String(), Port: l.Port, State: "connecting",
+			Path: l.Endpoint().Path(), Endpoint: l.Endpoint().String(), RTT: l.RTT.Seconds() * 1000,
+			RxBytes: l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
 			RxPackets: l.Counters.RxPackets.Load(), TxPackets: l.Counters.TxPackets.Load(),
 		}
 		if l.Up() {
@@ -88,7 +91,7 @@ func (n *Node) Status() Status {
 	}
 	sort.Slice(st.Links, func(i, j int) bool { return st.Links[i].Port < st.Links[j].Port })
 	for _, d := range n.links.Dials() {
-		ds := DialStatus{Endpoint: d.Endpoint.String(), LastError: d.LastError}
+		ds := DialStatus{Endpoint: endpointList(d.Endpoints), LastError: d.LastError}
 		if d.Peer != ([16]byte{}) {
 			ds.NodeID = d.Peer.String()
 			l := n.links.Links()[d.Peer]
@@ -172,6 +175,14 @@ func (n *Node) Overlay() OverlayStatus {
 	}
 	sort.Slice(st.Links, func(i, j int) bool { return st.Links[i].Peer < st.Links[j].Peer })
 	return st
+}
+
+func endpointList(eps []link.Endpoint) string {
+	s := make([]string, len(eps))
+	for i, e := range eps {
+		s[i] = e.String()
+	}
+	return strings.Join(s, ",")
 }
 
 func countsByType(c *[16]uint64) map[string]uint64 {

@@ -1,11 +1,11 @@
 package node
 
-import "net/netip"
+import "burrow/link"
 
-// TxMsg is one datagram ready to send.
+// TxMsg is one datagram ready to send. To is never a relayed endpoint.
 type TxMsg struct {
 	Buf []byte
-	To  netip.AddrPort
+	To  link.Endpoint
 }
 
 // TxBatch collects a worker's outgoing datagrams in buffers allocated once,
@@ -51,7 +51,7 @@ func (b *TxBatch) next() []byte {
 }
 
 // commit queues dgram, which must live in the buffer next returned.
-func (b *TxBatch) commit(dgram []byte, to netip.AddrPort) {
+func (b *TxBatch) commit(dgram []byte, to link.Endpoint) {
 	b.Msgs = append(b.Msgs, TxMsg{Buf: dgram, To: to})
 }
 

@@ -8,14 +8,19 @@ import (
 	"burrow/nid"
 )
 
-// Info describes a node: its ID and the endpoints it can be reached at.
+// Info describes a node: its ID, the endpoints it can be reached at, and
+// members it has a direct link with that may relay for it.
 type Info struct {
 	ID        nid.ID
 	Endpoints []netip.AddrPort
+	Relays    []nid.ID
 }
 
-// MaxEndpoints bounds the endpoints one Info carries.
-const MaxEndpoints = 8
+// MaxEndpoints bounds the endpoints one Info carries, MaxRelays its relays.
+const (
+	MaxEndpoints = 8
+	MaxRelays    = 4
+)
 
 // Type is the kind of a control message.
 type Type uint8
@@ -87,6 +92,7 @@ type Message struct {
 	Reasons    Reason // LinkRequest, LinkUse
 	Joined     bool   // LinkUse: the sender has a successor link
 	Closing    bool   // LinkUse: the sender is closing the link; stop using it
+	Relaying   bool   // LinkUse: the sender relays for other members
 	Accepted   bool   // LinkReply
 	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
 	Successors []Info // Successors, Leave
@@ -104,6 +110,7 @@ const (
 	flagJoin  = 2
 	flagAck   = 4
 	flagClose = 8
+	flagRelay = 16
 )
 
 // Decoding errors.
@@ -129,6 +136,9 @@ func (m *Message) Append(dst []byte) []byte {
 	}
 	if m.Closing {
 		flags |= flagClose
+	}
+	if m.Relaying {
+		flags |= flagRelay
 	}
 	dst = append(dst, version, byte(m.Type), m.TTL, flags)
 	dst = append(dst, m.Dest[:]...)
@@ -174,6 +184,11 @@ func appendInfo(dst []byte, in Info) []byte {
 		}
 		dst = binary.BigEndian.AppendUint16(dst, ep.Port())
 	}
+	n = min(len(in.Relays), MaxRelays)
+	dst = append(dst, byte(n))
+	for _, r := range in.Relays[:n] {
+		dst = append(dst, r[:]...)
+	}
 	return dst
 }
 
@@ -193,10 +208,11 @@ func Parse(b []byte) (Message, error) {
 	}
 	m.TTL = b[2]
 	flags := b[3]
-	if flags&^(flagExact|flagJoin|flagAck|flagClose) != 0 {
+	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay) != 0 {
 		return m, ErrField
 	}
-	m.Exact, m.Joined, m.Accepted, m.Closing = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0, flags&flagClose != 0
+	m.Exact, m.Joined, m.Accepted = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0
+	m.Closing, m.Relaying = flags&flagClose != 0, flags&flagRelay != 0
 	copy(m.Dest[:], b[4:])
 	copy(m.Origin[:], b[4+nid.Size:])
 	copy(m.Via[:], b[4+2*nid.Size:])
@@ -297,6 +313,16 @@ func (r *reader) info() Info {
 			return in
 		}
 		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, p))
+	}
+	n = int(r.byte())
+	if n > MaxRelays {
+		r.err = ErrField
+		return in
+	}
+	for range n {
+		if id := r.take(nid.Size); id != nil {
+			in.Relays = append(in.Relays, nid.ID(id))
+		}
 	}
 	return in
 }

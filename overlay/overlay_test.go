@@ -33,6 +33,9 @@ func genInfo(t *rapid.T, label string) Info {
 		}
 		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, rapid.Uint16Range(1, 65535).Draw(t, label+".port")))
 	}
+	for i, n := 0, rapid.IntRange(0, MaxRelays).Draw(t, label+".r"); i < n; i++ {
+		in.Relays = append(in.Relays, genID(t, label+".relay"))
+	}
 	return in
 }
 
@@ -53,6 +56,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		case LinkUse:
 			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
 			m.Joined, m.Closing = rapid.Bool().Draw(t, "joined"), rapid.Bool().Draw(t, "closing")
+			m.Relaying = rapid.Bool().Draw(t, "relaying")
 		case Successors, Leave:
 			m.From, m.Pred = genInfo(t, "from"), genInfo(t, "pred")
 			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
@@ -75,6 +79,9 @@ func normalize(m Message) Message {
 	fix := func(in Info) Info {
 		if len(in.Endpoints) == 0 {
 			in.Endpoints = nil
+		}
+		if len(in.Relays) == 0 {
+			in.Relays = nil
 		}
 		return in
 	}

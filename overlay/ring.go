@@ -35,7 +35,7 @@ func (r *Ring) Consider(in Info) bool {
 	changed := false
 	if r.pred.ID == in.ID {
 		if len(in.Endpoints) > 0 {
-			r.pred.Endpoints = in.Endpoints
+			r.pred = cloneInfo(in)
 		}
 	} else if r.pred.ID == (nid.ID{}) || nid.InOpen(in.ID, r.pred.ID, r.self) {
 		r.pred = cloneInfo(in)
@@ -46,7 +46,7 @@ func (r *Ring) Consider(in Info) bool {
 	})
 	if found {
 		if len(in.Endpoints) > 0 {
-			r.succ[i].Endpoints = in.Endpoints
+			r.succ[i] = cloneInfo(in)
 		}
 		return changed
 	}
@@ -61,7 +61,7 @@ func (r *Ring) Consider(in Info) bool {
 }
 
 func cloneInfo(in Info) Info {
-	return Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints)}
+	return Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints), Relays: slices.Clone(in.Relays)}
 }
 
 // Forget removes a node found dead or gone.

@@ -67,19 +67,19 @@ const (
 	rxBufLen   = 65536
 	rxBatch    = 32
 	txBatch    = 128
-	txBufLen   = 2048
 	tapReadLen = l2.VirtioNetHdrLen + 65536 + 14
 )
 
 // TAPMTU is the largest TAP MTU for which a frame, even as a broadcast
-// with its flood header, fits a datagram on an underlay of underlayMTU.
+// with its flood header and even through a relay, fits one datagram on an
+// underlay of underlayMTU.
 func TAPMTU(underlayMTU int, ipv6 bool) int {
 	ipUDP := 20 + 8
 	if ipv6 {
 		ipUDP = 40 + 8
 	}
 	inner := max(wire.FrameHeaderLen, 1+flood.BroadcastHeaderLen)
-	return underlayMTU - ipUDP - wire.TransportOverhead - inner - 14
+	return underlayMTU - ipUDP - wire.RelayOverhead - wire.TransportOverhead - inner - 14
 }
 
 // MACFor derives a stable locally administered MAC from a node ID.
@@ -157,13 +157,14 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			Keepalive: cfg.Links.Keepalive, DeadAfter: cfg.Links.DeadAfter, HandshakeRetry: cfg.Links.HandshakeRetry,
 			RekeyAfter: cfg.Links.RekeyAfter, RekeyAfterMessages: cfg.Links.RekeyAfterMessages,
 		},
-		MAC:      d.dev.MAC(),
-		Peers:    peers,
-		MaxMACs:  cfg.Switch.MaxMACs,
-		MACAge:   cfg.Switch.MACAge,
-		FlowIdle: cfg.Switch.FlowIdle,
-		Log:      log,
-		Overlay:  overlayConfig(cfg, d.conn.LocalAddr(), d.dev.Name()),
+		MAC:       d.dev.MAC(),
+		Peers:     peers,
+		RelayRate: cfg.Relay.Rate(),
+		MaxMACs:   cfg.Switch.MaxMACs,
+		MACAge:    cfg.Switch.MACAge,
+		FlowIdle:  cfg.Switch.FlowIdle,
+		Log:       log,
+		Overlay:   overlayConfig(cfg, d.conn.LocalAddr(), d.dev.Name()),
 	}, (*coreOutput)(d), now)
 	if err != nil {
 		return nil, err
@@ -345,9 +346,21 @@ func (d *Daemon) enqueue(ev node.Event) {
 // on the core goroutine only.
 type coreOutput Daemon
 
-func (o *coreOutput) SendDatagram(to netip.AddrPort, b []byte) {
-	if err := o.conn.WriteTo(b, to); err != nil {
-		o.log.Debug("send failed", "to", to, "err", err)
+func (o *coreOutput) SendDatagram(to link.Endpoint, b []byte) {
+	(*Daemon)(o).sendOne(to, b)
+}
+
+// sendOne sends one datagram on whichever transport its endpoint names.
+func (d *Daemon) sendOne(to link.Endpoint, b []byte) {
+	var err error
+	switch to.Via {
+	case link.UDP:
+		err = d.conn.WriteTo(b, to.Addr)
+	default:
+		err = fmt.Errorf("no %v transport on this node", to.Path())
+	}
+	if err != nil && !closedErr(err) {
+		d.log.Debug("send failed", "to", to, "err", err)
 	}
 }
 
@@ -379,11 +392,15 @@ func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 	send := func(msgs []node.TxMsg) {
 		out = out[:0]
 		for _, m := range msgs {
-			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To})
+			if m.To.Via != link.UDP {
+				d.sendOne(m.To, m.Buf)
+				continue
+			}
+			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
 		}
 		if _, err := d.conn.WriteBatch(out); err != nil && !closedErr(err) {
 			d.log.Debug("batch send failed", "err", err)
 		}
 	}
-	return &node.Worker{Tx: node.NewTxBatch(txBatch, txBufLen, send), Frames: frames, Slow: d.enqueue}
+	return &node.Worker{Tx: node.NewTxBatch(txBatch, node.TxBufLen(d.dev.MTU()+18), send), Frames: frames, Slow: d.enqueue}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"burrow/l2"
+	"burrow/link"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
 )
@@ -101,13 +102,14 @@ func (d *Daemon) runSocketReader() {
 			if seg <= 0 {
 				seg = len(data)
 			}
+			from := link.UDPEndpoint(m.Addr)
 			if len(data) == 0 {
-				dp.FromNetwork(w, m.Addr, data, now) // counted, like any garbage
+				dp.FromNetwork(w, from, data, now) // counted, like any garbage
 			}
 			for len(data) > 0 {
 				one := data[:min(seg, len(data))]
 				data = data[len(one):]
-				dp.FromNetwork(w, m.Addr, one, now)
+				dp.FromNetwork(w, from, one, now)
 			}
 		}
 		tw.flush()

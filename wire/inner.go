@@ -15,7 +15,21 @@ const (
 	InnerFrame   Inner = 1 // an Ethernet frame switched as unicast
 	InnerFlood   Inner = 2 // a Bounded Flood message (see package flood)
 	InnerControl Inner = 3 // an overlay control message
+	// InnerRelayTo asks the receiving member to pass the datagram that
+	// follows the peer's node ID on to that peer.
+	InnerRelayTo Inner = 4
+	// InnerRelayFrom delivers a datagram relayed from the node whose ID
+	// precedes it.
+	InnerRelayFrom Inner = 5
 )
+
+// RelayHeaderLen is the kind byte and node ID in front of a relayed
+// datagram; a relayed datagram costs RelayHeaderLen plus a transport
+// overhead more than a direct one.
+const RelayHeaderLen = 1 + 16
+
+// RelayOverhead is what relaying adds to a datagram.
+const RelayOverhead = RelayHeaderLen + TransportOverhead
 
 // Frame header: kind(1) flags(1) checksum start(2) checksum offset(2).
 // The checksum fields carry "checksum partial" state from the sender's TAP

@@ -1,0 +1,81 @@
+package link
+
+import (
+	"fmt"
+	"net/netip"
+
+	"burrow/nid"
+)
+
+// Transport is how a datagram leaves the node.
+type Transport uint8
+
+// Transports.
+const (
+	// UDP: the shared socket, straight to Addr.
+	UDP Transport = iota
+	// TURN: through this node's allocation on a TURN server, to Addr as
+	// the server sees the peer.
+	TURN
+	// Stream: over a message-framed stream connection (WebSocket) to a
+	// beacon, identified by Stream.
+	Stream
+)
+
+// Endpoint is where a link's datagrams go, and where they came from.
+type Endpoint struct {
+	Via    Transport
+	Addr   netip.AddrPort
+	Stream uint32
+	// Relay, when set, is a member that carries the datagrams inside its
+	// own links with both ends; Peer is then the far end. Relayed datagrams
+	// stay encrypted end to end: the relay cannot read them.
+	Relay nid.ID
+	Peer  nid.ID
+}
+
+// UDPEndpoint is a direct endpoint on the shared socket.
+func UDPEndpoint(ap netip.AddrPort) Endpoint { return Endpoint{Addr: ap} }
+
+// RelayEndpoint reaches peer through the member relay.
+func RelayEndpoint(relay, peer nid.ID) Endpoint { return Endpoint{Relay: relay, Peer: peer} }
+
+// IsRelay reports whether datagrams travel inside another link.
+func (e Endpoint) IsRelay() bool { return e.Relay != (nid.ID{}) }
+
+// Path names the kind of path for status: direct, relay, turn or websocket.
+func (e Endpoint) Path() string {
+	switch {
+	case e.IsRelay():
+		return "relay"
+	case e.Via == TURN:
+		return "turn"
+	case e.Via == Stream:
+		return "websocket"
+	}
+	return "direct"
+}
+
+// rank orders paths by preference: direct beats TURN and WebSocket, which
+// beat a member relay.
+func (e Endpoint) rank() int {
+	switch {
+	case e.IsRelay():
+		return 0
+	case e.Via == UDP:
+		return 2
+	}
+	return 1
+}
+
+func (e Endpoint) String() string {
+	switch {
+	case e.IsRelay():
+		return fmt.Sprintf("relay:%s", e.Relay.Short())
+	case e.Via == TURN:
+		return fmt.Sprintf("turn:%v", e.Addr)
+	case e.Via == Stream:
+		return fmt.Sprintf("websocket:%d", e.Stream)
+	}
+	return e.Addr.String()
+}
