@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"burrow/nid"
+	"burrow/ratelimit"
 	"burrow/wire"
 )
 
@@ -230,7 +231,7 @@ type Manager struct {
 	sessions map[uint32]*Session
 	pending  map[uint32]*pending
 	dials    []*Dial
-	limiter  *rateLimiter
+	limiter  *ratelimit.Limiter
 	stats    Stats
 	buf      []byte
 }
@@ -262,7 +263,7 @@ func NewManager(cfg Config, events Events) *Manager {
 		byPort:   make(map[uint32]*Link),
 		sessions: make(map[uint32]*Session),
 		pending:  make(map[uint32]*pending),
-		limiter:  newRateLimiter(cfg.HandshakesPerSource, cfg.HandshakesTotal, 4096),
+		limiter:  ratelimit.New(cfg.HandshakesPerSource, cfg.HandshakesTotal, 4096),
 		buf:      make([]byte, 0, 2048),
 	}
 }
@@ -381,7 +382,7 @@ func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time)
 }
 
 func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
-	if !m.limiter.allow(rateKey(from), now) {
+	if !m.limiter.Allow(rateKey(from), now) {
 		m.stats.HandshakeRateLimited.Add(1)
 		return
 	}

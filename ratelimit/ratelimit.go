@@ -1,16 +1,17 @@
-package link
+// Package ratelimit bounds how often a node does expensive work for a
+// remote: a token bucket per source address and one for everybody, in a
+// table of bounded size. Time is passed in.
+package ratelimit
 
 import (
 	"net/netip"
 	"time"
 )
 
-// rateLimiter bounds how many handshakes we answer: a token bucket per
-// source address and one for everybody. A handshake costs several X25519
-// operations, so without it a spray of initiations would stall the node.
-// The table is bounded: when it is full, unknown sources share the global
-// bucket only after a purge of idle entries.
-type rateLimiter struct {
+// Limiter is a token bucket per source and one in total. The table is
+// bounded: when it is full, new sources are refused until idle entries
+// have been purged, so a spray from spoofed addresses cannot grow memory.
+type Limiter struct {
 	perSource rateBucketConfig
 	global    bucket
 	globalCfg rateBucketConfig
@@ -28,8 +29,10 @@ type bucket struct {
 	last   time.Time
 }
 
-func newRateLimiter(perSourceRate, globalRate float64, maxSources int) *rateLimiter {
-	return &rateLimiter{
+// New allows perSourceRate per second from each source and globalRate in
+// total, bursting to twice that, tracking at most maxSources sources.
+func New(perSourceRate, globalRate float64, maxSources int) *Limiter {
+	return &Limiter{
 		perSource: rateBucketConfig{perSourceRate, 2 * perSourceRate},
 		globalCfg: rateBucketConfig{globalRate, 2 * globalRate},
 		sources:   make(map[netip.Addr]*bucket),
@@ -51,8 +54,8 @@ func (c rateBucketConfig) take(b *bucket, now time.Time) bool {
 	return true
 }
 
-// allow reports whether a handshake from addr may be processed now.
-func (r *rateLimiter) allow(addr netip.Addr, now time.Time) bool {
+// Allow reports whether work for addr may be done now, and takes a token.
+func (r *Limiter) Allow(addr netip.Addr, now time.Time) bool {
 	b, ok := r.sources[addr]
 	if !ok {
 		if len(r.sources) >= r.max {
@@ -69,7 +72,7 @@ func (r *rateLimiter) allow(addr netip.Addr, now time.Time) bool {
 
 // purge forgets sources whose bucket has refilled: they are back to the
 // state a new entry would have.
-func (r *rateLimiter) purge(now time.Time) {
+func (r *Limiter) purge(now time.Time) {
 	full := time.Duration(r.perSource.burst / r.perSource.rate * float64(time.Second))
 	for addr, b := range r.sources {
 		if now.Sub(b.last) >= full {

@@ -1,0 +1,79 @@
+// Package nat holds the pure parts of reaching nodes behind NATs: STUN
+// binding requests and answers (RFC 8489, with pion/stun for the format),
+// and a prober that learns this node's server-reflexive addresses from
+// several STUN servers and tells what kind of mapping its NAT does.
+package nat
+
+import (
+	"errors"
+	"net/netip"
+
+	"github.com/pion/stun/v4"
+)
+
+// IsSTUN reports whether b looks like a STUN message, which shares the
+// socket with burrow's own datagrams (those start with 0xB0-0xBF).
+func IsSTUN(b []byte) bool { return stun.IsMessage(b) }
+
+// TxID is a STUN transaction ID.
+type TxID [stun.TransactionIDSize]byte
+
+// Message is what burrow reads from a STUN message.
+type Message struct {
+	Request bool // a binding request; otherwise a binding success response
+	TxID    TxID
+	Mapped  netip.AddrPort // the XOR-MAPPED-ADDRESS of a response
+}
+
+// Errors.
+var (
+	ErrNotBinding = errors.New("nat: not a STUN binding request or success")
+	ErrNoAddress  = errors.New("nat: binding success without a mapped address")
+)
+
+// Parse decodes a binding request or binding success response.
+func Parse(b []byte) (Message, error) {
+	var m Message
+	msg := &stun.Message{Raw: append([]byte(nil), b...)}
+	if err := msg.Decode(); err != nil {
+		return m, err
+	}
+	m.TxID = msg.TransactionID
+	switch msg.Type {
+	case stun.BindingRequest:
+		m.Request = true
+		return m, nil
+	case stun.BindingSuccess:
+		var xor stun.XORMappedAddress
+		if err := xor.GetFrom(msg); err != nil {
+			return m, ErrNoAddress
+		}
+		addr, ok := netip.AddrFromSlice(xor.IP)
+		if !ok || xor.Port <= 0 || xor.Port > 65535 {
+			return m, ErrNoAddress
+		}
+		m.Mapped = netip.AddrPortFrom(addr.Unmap(), uint16(xor.Port))
+		return m, nil
+	}
+	return m, ErrNotBinding
+}
+
+// BindingRequest builds a request with the given transaction ID.
+func BindingRequest(id TxID) []byte {
+	msg, err := stun.Build(stun.BindingRequest, stun.NewTransactionIDSetter(id), stun.Fingerprint)
+	if err != nil {
+		panic("nat: building a binding request: " + err.Error())
+	}
+	return msg.Raw
+}
+
+// BindingSuccess answers a request: the requester's address as we saw it.
+func BindingSuccess(id TxID, mapped netip.AddrPort) []byte {
+	a := mapped.Addr().Unmap()
+	msg, err := stun.Build(stun.BindingSuccess, stun.NewTransactionIDSetter(id),
+		&stun.XORMappedAddress{IP: a.AsSlice(), Port: int(mapped.Port())}, stun.Fingerprint)
+	if err != nil {
+		panic("nat: building a binding success: " + err.Error())
+	}
+	return msg.Raw
+}
