@@ -1,0 +1,279 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"burrow/config"
+	"burrow/identity"
+)
+
+// nodeLayout is where one node of one network keeps its files. Without an
+// instance name everything sits in the default places; with one, several
+// networks live side by side on one machine (burrow@NAME.service reads
+// /etc/burrow/NAME.yaml).
+type nodeLayout struct {
+	Network       string
+	Instance      string
+	ConfigPath    string
+	CACert        string // the network's CA certificate, for the node
+	Cert          string // this node's certificate
+	StateDir      string
+	ControlSocket string
+	TAPName       string
+	Listen        string
+	Bootstrap     []string
+	LogLevel      string // empty keeps the default
+}
+
+// maxInstanceLen keeps "bw-" + instance within an interface name's 15
+// characters.
+const maxInstanceLen = 12
+
+// newNodeLayout derives the file places from the configuration directory,
+// the state directory and the instance name.
+func newNodeLayout(network, dir, state, instance, listen string, bootstrap []netip.AddrPort) (nodeLayout, error) {
+	l := nodeLayout{
+		Network:       network,
+		Instance:      instance,
+		ConfigPath:    filepath.Join(dir, "burrow.yaml"),
+		CACert:        filepath.Join(dir, identity.CACertFile),
+		Cert:          filepath.Join(dir, "node.crt"),
+		StateDir:      state,
+		ControlSocket: config.DefaultControlSocket,
+		TAPName:       config.DefaultTAPName,
+		Listen:        listen,
+	}
+	if instance != "" {
+		if err := identity.CheckNetworkName(instance); err != nil || len(instance) > maxInstanceLen {
+			return l, fmt.Errorf("--instance %q is invalid: use 1-%d characters of a-z, 0-9, '.' and '-' (it names the TAP bw-%s)", instance, maxInstanceLen, instance)
+		}
+		l.ConfigPath = filepath.Join(dir, instance+".yaml")
+		l.CACert = filepath.Join(dir, instance, identity.CACertFile)
+		l.Cert = filepath.Join(dir, instance, "node.crt")
+		l.StateDir = filepath.Join(state, instance)
+		l.ControlSocket = filepath.Join(filepath.Dir(config.DefaultControlSocket), instance+".sock")
+		l.TAPName = "bw-" + instance
+	}
+	if _, err := netip.ParseAddrPort(listen); err != nil {
+		return l, fmt.Errorf("--listen %q is not an address:port such as 0.0.0.0:51820", listen)
+	}
+	for _, b := range bootstrap {
+		l.Bootstrap = append(l.Bootstrap, b.String())
+	}
+	return l, nil
+}
+
+// nodeKeyPath is where the node's private key lives.
+func (l nodeLayout) nodeKeyPath() string { return filepath.Join(l.StateDir, identity.NodeKeyFile) }
+
+// existing lists which of paths exist already.
+func existing(paths ...string) []string {
+	var found []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			found = append(found, p)
+		}
+	}
+	return found
+}
+
+// refuseExisting fails, naming every file in the way and what to do, when
+// any of paths exists: init and join never overwrite.
+func refuseExisting(paths []string, advice string) error {
+	found := existing(paths...)
+	if len(found) == 0 {
+		return nil
+	}
+	return fmt.Errorf("refusing to overwrite what exists:\n  %s\n%s", strings.Join(found, "\n  "), advice)
+}
+
+// parseBootstrap checks --bootstrap values: the configuration takes
+// address:port only, no host names.
+func parseBootstrap(values []string) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	for _, v := range values {
+		ap, err := netip.ParseAddrPort(v)
+		if err != nil || ap.Port() == 0 {
+			return nil, fmt.Errorf("--bootstrap %q is not an address:port such as 203.0.113.10:51820 (host names are not accepted)", v)
+		}
+		out = append(out, ap)
+	}
+	if len(out) > maxBootstrap {
+		return nil, fmt.Errorf("%d bootstrap contacts given; at most %d are kept (one is enough)", len(out), maxBootstrap)
+	}
+	return out, nil
+}
+
+// writeNewFile creates path with data, failing if it exists; parent
+// directories are created with dirMode.
+func writeNewFile(path string, data []byte, mode, dirMode os.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), dirMode); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%s already exists; refusing to overwrite it", path)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// renderConfig writes the commented configuration file for a node: every
+// field with its default and a line saying what it does, the values that
+// init or join chose set, the rest commented out.
+func renderConfig(l nodeLayout) []byte {
+	var buf bytes.Buffer
+	if err := configTemplate.Execute(&buf, l); err != nil {
+		panic(err) // the template and its data are fixed at compile time
+	}
+	return buf.Bytes()
+}
+
+// yamlScalar quotes s unless it is plainly safe: "[::]:51820" unquoted
+// would be a YAML list.
+func yamlScalar(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_./-", r))
+	}) {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
+var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{"q": yamlScalar}).Parse(`# burrow configuration of a node of network "{{.Network}}".
+# Every field is listed with its default; a field commented out with '#'
+# keeps its default. Unknown fields are errors, so a typo never passes.
+# Run the node with: burrow up -c {{.ConfigPath}}
+
+# Name of the network; must match the CA certificate.
+network: {{q .Network}}
+# The network's CA certificate (public, the same on every node).
+ca: {{q .CACert}}
+# This node's certificate, signed by the network's CA.
+cert: {{q .Cert}}
+# Holds node.key (this node's private key, mode 0600) and remembered peers.
+state_dir: {{q .StateDir}}
+# UDP address:port that every link shares; open this port in firewalls.
+listen: {{q .Listen}}
+# MTU of the network between nodes; the TAP MTU is derived from it.
+# underlay_mtu: 1500
+
+tap:
+  # Name of the virtual Ethernet device.
+  name: {{q .TAPName}}
+  # Device MTU; 0 derives the largest that never fragments on the underlay.
+  # mtu: 0
+  # MAC address; empty derives a stable one from the node ID.
+  # mac: ""
+  # Addresses with prefix length; empty takes those in the certificate.
+  # addresses: [10.10.0.1/24]
+  # Queues, each read by its own thread; 0 is one per CPU, at most 4.
+  # queues: 0
+  # Virtio header with TSO/USO: the kernel hands over 64 KiB TCP frames.
+  # offload: true
+
+# Nodes to always keep a link to, besides those the overlay chooses;
+# public_key optionally pins the node's key (from 'burrow key show').
+# peers:
+#   - endpoint: 203.0.113.7:51820
+#     public_key: ""
+
+links:
+  # Send a keepalive when a link was silent this long.
+  # keepalive: 2s
+  # Declare a peer dead after this much silence; at least 2 x keepalive.
+  # dead_after: 6s
+  # Make new session keys this often...
+  # rekey_after: 2m
+  # ...or after this many messages.
+  # rekey_after_messages: 1099511627776
+  # First handshake retry interval; it doubles up to 30s.
+  # handshake_retry: 1s
+
+overlay:
+  # Find a place on the ring and keep its links; false keeps only peers.
+  # enabled: true
+  # Members to join through (address:port); one is enough.
+{{- if .Bootstrap}}
+  bootstrap:
+{{- range .Bootstrap}}
+    - {{q .}}
+{{- end}}
+{{- else}}
+  # bootstrap: [203.0.113.10:51820]
+{{- end}}
+  # Endpoints other nodes reach this one at; empty: the listen address,
+  # or every interface address when listening on 0.0.0.0.
+  # advertise: []
+  # Successor links; the ring survives successors-1 adjacent failures.
+  # successors: 2
+  # Long-distance links, or "auto" for log2 of the estimated size.
+  # long_distance: "4"
+  # Long-distance links accepted from others; 0 is 2 x long_distance.
+  # max_inbound: 0
+  # Refuse link requests beyond this many links; 0 is no limit.
+  # max_links: 0
+  # How often to check the successor's view of the ring.
+  # stabilize_every: 5s
+  # How often to contact a remembered node, to merge split rings.
+  # heal_every: 60s
+  on_demand:
+    # Open direct links for heavy traffic between two bridges.
+    # enabled: true
+    # Bytes per second toward one bridge that call for a direct link.
+    # threshold: 1048576
+    # How long the rate must stay above the threshold.
+    # window: 3s
+    # How long it must stay below before the direct link goes.
+    # idle: 30s
+
+switch:
+  # Size of the MAC learning table.
+  # max_macs: 8192
+  # Forget a MAC not seen this long.
+  # mac_age: 5m
+  # Remove a unicast flow unused this long.
+  # flow_idle: 60s
+
+relay:
+  # Relay, still end-to-end encrypted, for members whose direct path failed.
+  # enabled: true
+  # Cap on relayed bytes per second.
+  # max_rate: 10485760
+
+# Where 'burrow status' and 'burrow peers' reach this node.
+control_socket: {{q .ControlSocket}}
+
+metrics:
+  # Serve Prometheus metrics at http://LISTEN/metrics; empty is off. Keep
+  # it on loopback: the metrics name the network's members.
+  # listen: 127.0.0.1:9101
+
+log:
+  # debug, info, warn or error.
+{{- if .LogLevel}}
+  level: {{q .LogLevel}}
+{{- else}}
+  # level: info
+{{- end}}
+  # text or json.
+  # format: text
+`))
