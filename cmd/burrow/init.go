@@ -81,13 +81,13 @@ func (c createdFiles) undo() {
 
 func newInitCmd() *cobra.Command {
 	var (
-		setup      setupFlags
-		network    string
-		withCA     bool
-		name       string
-		addresses  []string
-		bootstrap  []string
-		certValid  time.Duration
+		setup     setupFlags
+		network   string
+		withCA    bool
+		name      string
+		addresses []string
+		bootstrap []string
+		certValid time.Duration
 	)
 	cmd := &cobra.Command{
 		Use:   "init --network NAME [--ca] [flags]",

@@ -20,7 +20,7 @@ func init() { rootCmd.AddCommand(newJoinCmd()) }
 
 func newJoinCmd() *cobra.Command {
 	var (
-		setup    setupFlags
+		setup   setupFlags
 		certArg string
 		force   bool
 	)
