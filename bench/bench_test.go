@@ -2,6 +2,7 @@ package bench
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -116,7 +117,7 @@ func TestResultTable(t *testing.T) {
 }
 
 func TestPerHopTarget(t *testing.T) {
-	r := &Report{Chain: &ChainResult{Pings: 500, RTTToB: 70 * time.Microsecond, RTTToC: 130 * time.Microsecond, PerHop: 30 * time.Microsecond}}
+	r := &Report{Chain: &ChainResult{Sent: 500, RTTToB: 70 * time.Microsecond, RTTToC: 130 * time.Microsecond, PerHop: 30 * time.Microsecond}}
 	if got, want := targetList(r), "- 0.030 ms per switching hop (target < 0.050 ms): met\n"; got != want {
 		t.Errorf("targets %q, want %q", got, want)
 	}
@@ -171,5 +172,28 @@ func TestLastLines(t *testing.T) {
 	}
 	if got := lastLines([]byte("only"), 5); got != "only" {
 		t.Errorf("last lines %q", got)
+	}
+}
+
+func TestParseReplyTimes(t *testing.T) {
+	out := `PING 10.77.8.3 (10.77.8.3) 56(84) bytes of data.
+64 bytes from 10.77.8.3: icmp_seq=1 ttl=64 time=0.131 ms
+64 bytes from 10.77.8.3: icmp_seq=3 ttl=64 time=12.5 ms
+
+--- 10.77.8.3 ping statistics ---
+3 packets transmitted, 2 received, 33.3333% packet loss, time 10ms
+rtt min/avg/max/mdev = 0.131/6.315/12.500/6.184 ms
+`
+	got := parseReplyTimes(out)
+	want := []time.Duration{131 * time.Microsecond, 12500 * time.Microsecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reply times %v, want %v", got, want)
+	}
+	ms := time.Millisecond
+	if m := median([]time.Duration{3 * ms, 1 * ms, 2 * ms, 100 * ms}); m != 2500*time.Microsecond {
+		t.Errorf("median of 1, 2, 3, 100 ms = %v, want 2.5 ms", m)
+	}
+	if m := mean(want); m != 6315500*time.Nanosecond {
+		t.Errorf("mean %v", m)
 	}
 }

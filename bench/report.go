@@ -180,10 +180,13 @@ func chainText(c *ChainResult) string {
 	if c.Failed != "" {
 		return fmt.Sprintf("Chain A—B—C of burrow nodes: failed: %s\n", c.Failed)
 	}
-	s := fmt.Sprintf("Chain A—B—C of burrow nodes (A links only to B, B to C), %d pings from A to each at %v, alternating in %d rounds:\n\n"+
+	s := fmt.Sprintf("Chain A—B—C of burrow nodes (A links only to B, B only to C, in ring order), %d pings from A to each at %v, alternating in %d rounds (%d and %d replies):\n\n"+
 		"- mean RTT A→B %s ms, A→C %s ms\n"+
-		"- added latency per switching hop (A→C − A→B) / 2 = **%s ms** (the EdgeVPN paper: 0.37 ms)\n",
-		c.Pings, chainInterval, chainRounds, millis(c.RTTToB), millis(c.RTTToC), millis(c.PerHop))
+		"- added latency per switching hop (A→C − A→B) / 2 = **%s ms** (the EdgeVPN paper: 0.37 ms)\n"+
+		"- from the medians instead: A→B %s ms, A→C %s ms, %s ms per hop\n",
+		c.Sent, chainInterval, chainRounds, c.RepliesFromB, c.RepliesFromC,
+		millis(c.RTTToB), millis(c.RTTToC), millis(c.PerHop),
+		millis(c.MedianToB), millis(c.MedianToC), millis(c.MedianPerHop))
 	if c.DirectLinks {
 		s += "- warning: A had more than one link up at the end, so some pings may have bypassed B\n"
 	}
