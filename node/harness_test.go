@@ -77,6 +77,10 @@ func newTestNet(t testing.TB, n int, seed uint64) *testNet {
 }
 
 func (w *testNet) add(name string, seed uint64, ov OverlayConfig) *testNode {
+	return w.addWith(name, seed, ov, ReachConfig{})
+}
+
+func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach ReachConfig) *testNode {
 	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
 	var priv, pub [32]byte
 	rng.Read(priv[:])
@@ -92,6 +96,7 @@ func (w *testNet) add(name string, seed uint64, ov OverlayConfig) *testNode {
 		Verify:    w.verify,
 		MAC:       tn.mac,
 		Overlay:   ov,
+		Reach:     reach,
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)

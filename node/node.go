@@ -22,6 +22,7 @@ import (
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
+	"burrow/nat"
 	"burrow/nid"
 	"burrow/overlay"
 	"burrow/wire"
@@ -57,6 +58,7 @@ type Config struct {
 	// RelayRate caps the bytes per second this node relays for other
 	// members whose direct path failed; 0 relays nothing.
 	RelayRate float64
+	Reach     ReachConfig
 }
 
 // Trace receives observations for experiments; nil fields are skipped.
@@ -93,6 +95,7 @@ type Node struct {
 	stats     Stats
 	dp        *Dataplane
 	ov        overlayState
+	reach     reachState
 	now       time.Time // time of the event being handled
 }
 
@@ -135,6 +138,7 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
 	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate)}
+	n.initReach(now)
 	n.initOverlay(now)
 	for _, p := range cfg.Peers {
 		n.links.AddDial([]link.Endpoint{link.UDPEndpoint(p.Endpoint)}, link.DialOptions{Key: p.Key}, now)
@@ -176,6 +180,10 @@ func (n *Node) Handle(ev Event, now time.Time) {
 }
 
 func (n *Node) handleDatagram(from link.Endpoint, b []byte, now time.Time) {
+	if nat.IsSTUN(b) {
+		n.handleSTUN(from, b, now)
+		return
+	}
 	if !wire.IsBurrow(b) {
 		n.stats.drop(DropNotBurrow)
 		return
@@ -187,6 +195,7 @@ func (n *Node) handleDatagram(from link.Endpoint, b []byte, now time.Time) {
 func (n *Node) Tick(now time.Time) {
 	n.now = now
 	n.links.Tick(now)
+	n.reachTick(now)
 	n.overlayTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
@@ -243,6 +252,9 @@ func (e *linkEvents) SessionsChanged() { e.dirty = true }
 func (e *linkEvents) DialFailed(d *link.Dial) {
 	n := (*Node)(e)
 	n.log.Debug("giving up dial", "endpoints", d.Endpoints, "peer", d.Peer.Short(), "err", d.LastError)
+	if n.beaconDialFailed(d) {
+		return
+	}
 	n.overlayDialFailed(d, n.now)
 }
 

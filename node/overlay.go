@@ -175,7 +175,7 @@ func (n *Node) selfInfo() overlay.Info {
 		}
 	}
 	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
-	info := overlay.Info{ID: n.self, Endpoints: n.ov.cfg.Advertise}
+	info := overlay.Info{ID: n.self, Endpoints: n.endpoints()}
 	for _, l := range relays[:min(len(relays), overlay.MaxRelays)] {
 		info.Relays = append(info.Relays, l.Peer.ID)
 	}
@@ -228,6 +228,9 @@ func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 			c.asked = true
 			n.findSuccessor(l, now)
 		}
+	}
+	if n.beaconLinkUp(l, ps) && !o.joined {
+		n.findSuccessor(l, now)
 	}
 	delete(o.dead, l.Peer.ID)
 	o.ring.Consider(ps.info)
@@ -307,6 +310,13 @@ func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 	var out []link.Endpoint
 	for _, ep := range in.Endpoints {
 		out = append(out, link.UDPEndpoint(ep))
+	}
+	if n.reach.turn.IsValid() {
+		// Through our TURN allocation too: it reaches peers whose NAT
+		// lets nothing else in, and meets their own relayed address.
+		for _, ep := range in.Endpoints {
+			out = append(out, link.Endpoint{Via: link.TURN, Addr: ep})
+		}
 	}
 	var relays []*link.Link
 	for _, r := range in.Relays {
@@ -759,7 +769,7 @@ func (n *Node) reconcile(now time.Time) {
 	}
 	for _, id := range nid.SortedKeys(o.peers) {
 		ps := o.peers[id]
-		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic)
+		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic | overlay.ReasonBeacon)
 		if joined && ps.local&overlay.ReasonBootstrap != 0 {
 			sticky &^= overlay.ReasonBootstrap
 		}

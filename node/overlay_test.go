@@ -204,3 +204,32 @@ func TestOnDemandLinkOpensForHeavyTrafficAndCloses(t *testing.T) {
 		t.Fatalf("on-demand counters %+v, want one opened and closed", st)
 	}
 }
+
+func TestNodesKeepALinkToABeaconAndLearnTheirMapping(t *testing.T) {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	beacon := w.add("beacon", 500, OverlayConfig{Params: overlay.Params{Successors: 2}})
+	beacon.node.reach.cfg.STUNServer = true
+	var nodes []*testNode
+	for i := range 5 {
+		n := w.addWith(fmt.Sprintf("n%d", i), 501+uint64(i), OverlayConfig{Params: overlay.Params{Successors: 2}},
+			ReachConfig{Beacons: []Beacon{{Addr: beacon.addr}}})
+		nodes = append(nodes, n)
+	}
+	w.settle(t, 30*time.Second)
+	for _, n := range nodes {
+		st := n.node.Status()
+		if st.Reach.Beacon != beacon.node.Self().String() {
+			t.Errorf("%s keeps no beacon link: %+v", n.name, st.Reach)
+		}
+		if st.Reach.NAT != "public" || st.Reach.STUNGot == 0 {
+			t.Errorf("%s: STUN through the beacon: %+v", n.name, st.Reach)
+		}
+	}
+	// The beacon link survives the overlay's reconciliation.
+	w.advance(20*time.Second, time.Second)
+	for _, n := range nodes {
+		if n.node.upLink(beacon.node.Self()) == nil {
+			t.Errorf("%s dropped its beacon link", n.name)
+		}
+	}
+}

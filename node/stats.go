@@ -18,12 +18,13 @@ const (
 	DropLoop                             // a broadcast of our own came back
 	DropSlowPathFull                     // the core was too busy to take it
 	DropRelayLimit                       // relaying for others is off or over its rate
+	DropRateLimited                      // a source asked for work too often
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
-	"no_route", "hairpin", "own_broadcast", "slow_path_full", "relay_limit",
+	"no_route", "hairpin", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
 }
 
 func (r DropReason) String() string { return dropNames[r] }

@@ -22,6 +22,8 @@ type Status struct {
 	Handshakes  HandshakeStatus   `json:"handshakes"`
 	Floods      FloodStatus       `json:"floods"`
 	Overlay     OverlayStatus     `json:"overlay"`
+	Reach       ReachStatus       `json:"reach"`
+	Relayed     uint64            `json:"relayed_for_others"`
 }
 
 // LinkStatus describes one link.
@@ -109,6 +111,8 @@ func (n *Node) Status() Status {
 	st.Drops["handshake_unknown_index"] = hs.HandshakeUnknownIndex.Load()
 	st.Floods = FloodStatus{Started: n.stats.FloodsStarted.Load(), Received: n.stats.FloodsReceived.Load(), Forwarded: n.stats.FloodsForwarded.Load()}
 	st.Overlay = n.Overlay()
+	st.Reach = n.reachStatus()
+	st.Relayed = n.stats.Relayed.Load()
 	return st
 }
 
@@ -146,7 +150,7 @@ func ReasonNames(r overlay.Reason) []string {
 	for _, x := range []struct {
 		r    overlay.Reason
 		name string
-	}{{overlay.ReasonSuccessor, "successor"}, {overlay.ReasonLongDistance, "long-distance"}, {overlay.ReasonOnDemand, "on-demand"}, {overlay.ReasonBootstrap, "bootstrap"}, {overlay.ReasonStatic, "static"}} {
+	}{{overlay.ReasonSuccessor, "successor"}, {overlay.ReasonLongDistance, "long-distance"}, {overlay.ReasonOnDemand, "on-demand"}, {overlay.ReasonBootstrap, "bootstrap"}, {overlay.ReasonStatic, "static"}, {overlay.ReasonBeacon, "beacon"}} {
 		if r&x.r != 0 {
 			names = append(names, x.name)
 		}

@@ -74,6 +74,7 @@ const (
 	ReasonOnDemand
 	ReasonBootstrap // contacting a known node to find our place or merge rings
 	ReasonStatic    // configured by the operator
+	ReasonBeacon    // our beacon: STUN, relay and signaling for a node behind a NAT
 )
 
 // Message is a control message. Dest is the routing key; Origin the sender;

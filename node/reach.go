@@ -1,0 +1,205 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"burrow/link"
+	"burrow/nat"
+	"burrow/nid"
+	"burrow/overlay"
+	"burrow/ratelimit"
+)
+
+// ReachConfig says how the node gets through NATs and firewalls.
+type ReachConfig struct {
+	// Beacons are well-known members: first contacts, STUN servers and
+	// relays. The node keeps a link to one of them, so a relayed path to it
+	// always exists.
+	Beacons []Beacon
+	// STUNServer answers STUN binding requests on the node's socket.
+	STUNServer bool
+	// ProbeEvery is how often the node asks the beacons how they see it.
+	ProbeEvery time.Duration
+}
+
+// Beacon is one beacon's address, and whether it also takes WebSocket
+// connections for networks that block UDP.
+type Beacon struct {
+	Addr      netip.AddrPort
+	WebSocket bool
+}
+
+// StreamOpener is implemented by Outputs that can open a message-framed
+// stream (WebSocket) to a beacon; the core asks for one when UDP to every
+// beacon failed.
+type StreamOpener interface {
+	OpenStream(beacon int)
+}
+
+// DefaultProbeEvery is how often beacons are asked for our mapping.
+const DefaultProbeEvery = 30 * time.Second
+
+type reachState struct {
+	cfg       ReachConfig
+	prober    *nat.Prober
+	stunLimit *ratelimit.Limiter
+	turn      netip.AddrPort // our relayed address on a TURN server
+	// beacon management: one dial at a time, in turn, until a link is up.
+	next       int
+	dial       *link.Dial
+	beacon     nid.ID // the beacon we are linked to
+	failedUDP  int    // beacons that failed over UDP in a row
+	streamWant bool
+}
+
+func (n *Node) initReach(now time.Time) {
+	r := &n.reach
+	r.cfg = n.cfg.Reach
+	if r.cfg.ProbeEvery <= 0 {
+		r.cfg.ProbeEvery = DefaultProbeEvery
+	}
+	var servers []netip.AddrPort
+	for _, b := range r.cfg.Beacons {
+		servers = append(servers, b.Addr)
+	}
+	r.prober = nat.NewProber(servers, n.cfg.Overlay.Advertise, r.cfg.ProbeEvery, n.cfg.Handshake.Rand, now)
+	r.stunLimit = ratelimit.New(10, 2000, 4096)
+}
+
+// endpoints are this node's candidates: its own addresses, those the
+// beacons see it at, and its TURN relayed address.
+func (n *Node) endpoints() []netip.AddrPort {
+	out := slices.Clone(n.ov.cfg.Advertise)
+	for _, ep := range n.reach.prober.Reflexive() {
+		if !slices.Contains(out, ep) {
+			out = append(out, ep)
+		}
+	}
+	if n.reach.turn.IsValid() {
+		out = append(out, n.reach.turn)
+	}
+	return out[:min(len(out), overlay.MaxEndpoints)]
+}
+
+// SetRelayedAddress records the node's TURN allocation (zero when lost).
+func (n *Node) SetRelayedAddress(addr netip.AddrPort) { n.reach.turn = addr }
+
+// handleSTUN answers binding requests (when this node serves STUN) and
+// takes binding responses to our own probes.
+func (n *Node) handleSTUN(from link.Endpoint, b []byte, now time.Time) {
+	m, err := nat.Parse(b)
+	if err != nil || from.IsRelay() || from.Via != link.UDP {
+		n.stats.drop(DropMalformed)
+		return
+	}
+	if m.Request {
+		if !n.reach.cfg.STUNServer || !n.reach.stunLimit.Allow(from.Addr.Addr(), now) {
+			n.stats.drop(DropRateLimited)
+			return
+		}
+		n.out.SendDatagram(from, nat.BindingSuccess(m.TxID, from.Addr))
+		return
+	}
+	if n.reach.prober.Answer(from.Addr, m) {
+		n.log.Info("reflexive address", "addresses", n.reach.prober.Reflexive(), "nat", n.reach.prober.Behaviour())
+	}
+}
+
+// reachTick sends due STUN probes and keeps a link to a beacon.
+func (n *Node) reachTick(now time.Time) {
+	r := &n.reach
+	for _, req := range r.prober.Due(now) {
+		n.out.SendDatagram(link.UDPEndpoint(req.To), req.Msg)
+	}
+	if len(r.cfg.Beacons) == 0 || r.dial != nil || (r.beacon != (nid.ID{}) && n.upLink(r.beacon) != nil) {
+		return
+	}
+	r.beacon = nid.ID{}
+	if r.failedUDP >= len(r.cfg.Beacons) {
+		// UDP reached no beacon: ask for a stream to one that takes them.
+		for i, b := range r.cfg.Beacons {
+			if so, ok := n.out.(StreamOpener); ok && b.WebSocket && !r.streamWant {
+				r.streamWant = true
+				so.OpenStream(i)
+				n.log.Info("no beacon answers over UDP; trying WebSocket", "beacon", b.Addr)
+				break
+			}
+		}
+		r.failedUDP = 0
+	}
+	b := r.cfg.Beacons[r.next%len(r.cfg.Beacons)]
+	r.dial = n.links.AddDial([]link.Endpoint{link.UDPEndpoint(b.Addr)}, link.DialOptions{Attempts: 3}, now)
+}
+
+// StreamUp tells the core a stream to beacon i is open: it links over it.
+func (n *Node) StreamUp(beacon int, stream uint32, now time.Time) {
+	n.now = now
+	r := &n.reach
+	r.streamWant = false
+	if r.dial != nil {
+		n.links.RemoveDial(r.dial)
+	}
+	r.dial = n.links.AddDial([]link.Endpoint{{Via: link.Stream, Stream: stream}}, link.DialOptions{Attempts: 3}, now)
+	n.publishIfDirty()
+}
+
+// StreamDown tells the core a stream closed; links over it will time out
+// and the beacon dial starts over.
+func (n *Node) StreamDown(stream uint32, now time.Time) {
+	n.now = now
+	n.reach.streamWant = false
+}
+
+// beaconLinkUp marks a link to the beacon we dialed; it reports whether l
+// is that link.
+func (n *Node) beaconLinkUp(l *link.Link, ps *peerState) bool {
+	r := &n.reach
+	if r.dial == nil || r.dial.Peer != l.Peer.ID {
+		return false
+	}
+	n.links.RemoveDial(r.dial)
+	r.dial, r.beacon, r.failedUDP = nil, l.Peer.ID, 0
+	ps.local |= overlay.ReasonBeacon
+	return true
+}
+
+// beaconDialFailed moves on to the next beacon.
+func (n *Node) beaconDialFailed(d *link.Dial) bool {
+	r := &n.reach
+	if r.dial != d {
+		return false
+	}
+	r.dial = nil
+	r.next++
+	if d.Endpoints[0].Via == link.UDP {
+		r.failedUDP++
+	}
+	return true
+}
+
+// ReachStatus describes how the node is reached.
+type ReachStatus struct {
+	NAT       string   `json:"nat"`
+	Reflexive []string `json:"reflexive,omitempty"`
+	Relayed   string   `json:"turn_relayed,omitempty"`
+	Beacon    string   `json:"beacon,omitempty"`
+	STUNSent  uint64   `json:"stun_sent"`
+	STUNGot   uint64   `json:"stun_answered"`
+}
+
+func (n *Node) reachStatus() ReachStatus {
+	r := &n.reach
+	st := ReachStatus{NAT: r.prober.Behaviour().String(), STUNSent: r.prober.Sent, STUNGot: r.prober.Answered}
+	for _, ep := range r.prober.Reflexive() {
+		st.Reflexive = append(st.Reflexive, ep.String())
+	}
+	if r.turn.IsValid() {
+		st.Relayed = r.turn.String()
+	}
+	if r.beacon != (nid.ID{}) {
+		st.Beacon = r.beacon.String()
+	}
+	return st
+}
