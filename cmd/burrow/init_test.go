@@ -200,7 +200,7 @@ func TestConfigTemplateDocumentsEveryField(t *testing.T) {
 	sort.Strings(got)
 	sort.Strings(want)
 	if !slices.Equal(got, want) {
-		t.Errorf("configuration template documents\n  %v\nconfig.Config has\n  %v", got, want)
+		t.Errorf("the configuration template in configfile.go documents\n  %v\nconfig.Config has\n  %v\nadd each new field there with its default and a line saying what it does", got, want)
 	}
 }
 
