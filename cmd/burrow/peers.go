@@ -159,7 +159,7 @@ func printPeers(w io.Writer, rows []peerRow) {
 			rtt = fmt.Sprintf("%.2f ms", *r.RTTms)
 		}
 		if r.HandshakeAge != nil {
-			hs = (time.Duration(*r.HandshakeAge*float64(time.Second))).Round(time.Second).String() + " ago"
+			hs = (time.Duration(*r.HandshakeAge * float64(time.Second))).Round(time.Second).String() + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(r.Peer), shortID(r.NodeID), r.kindText(), r.State,
 			orDash(r.Path), orDash(r.Endpoint), rtt, bytesHuman(r.RxBytes), bytesHuman(r.TxBytes), hs)
