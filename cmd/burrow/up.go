@@ -30,10 +30,16 @@ addresses and the control socket. Needs root (or CAP_NET_ADMIN).`,
 				return err
 			}
 			log := newLogger(cfg.Log)
+			metricsEndpoint, err := listenMetrics(cfg)
+			if err != nil {
+				return err
+			}
+			defer metricsEndpoint.close()
 			d, err := runtime.Start(cfg, log)
 			if err != nil {
 				return err
 			}
+			metricsEndpoint.serve(d, log)
 			sigs := make(chan os.Signal, 1)
 			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 			select {

@@ -1,0 +1,202 @@
+package metrics
+
+import (
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"burrow/node"
+	"burrow/runtime"
+)
+
+const (
+	betaID  = "b2b2b2b2000000000000000000000000"
+	gammaID = "c3c3c3c3000000000000000000000000"
+)
+
+func sampleStatus() runtime.Status {
+	return runtime.Status{
+		Name: "alpha", Network: "home",
+		Status: node.Status{
+			NodeID: "a1a1a1a1000000000000000000000000",
+			Links: []node.LinkStatus{
+				{Peer: "beta", NodeID: betaID, Port: 1, State: "up", Path: "direct", RTT: 2, RxBytes: 1000, TxBytes: 400, RxPackets: 10, TxPackets: 4},
+				{Peer: "gamma", NodeID: gammaID, Port: 2, State: "up", Path: "relay", RxBytes: 500, TxBytes: 100, RxPackets: 5, TxPackets: 1},
+				{Port: 3, State: "connecting", Path: "direct", TxBytes: 148, TxPackets: 1},
+			},
+			LearnedMACs: 7, Flows: 3,
+			Drops:      map[string]uint64{"replay": 2, "auth_failed": 0},
+			Handshakes: node.HandshakeStatus{Started: 4, Completed: 3, Rejected: 1},
+			Floods:     node.FloodStatus{Started: 5, Received: 6, Forwarded: 9},
+			Overlay: node.OverlayStatus{
+				Enabled: true, Joined: true, SizeEstimate: 12.5,
+				Links: []node.OverlayLink{
+					{Peer: betaID, Local: []string{"long-distance", "successor"}, Remote: []string{}},
+					{Peer: gammaID, Local: []string{}, Remote: []string{"long-distance"}},
+				},
+				Sent:      map[string]uint64{"find_successor": 3},
+				Forwarded: map[string]uint64{"find_successor": 1},
+				Received:  map[string]uint64{"notify": 8},
+				OnDemand:  node.OnDemandStatus{Active: 1, Opened: 2, Closed: 1},
+			},
+		},
+	}
+}
+
+// gather scrapes a collector through a pedantic registry, which also
+// checks that every metric matches its description.
+func gather(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(c)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*dto.MetricFamily{}
+	for _, f := range families {
+		out[f.GetName()] = f
+	}
+	return out
+}
+
+// value finds the sample of a family with exactly the given labels
+// (name=value pairs); ok is false when there is none.
+func value(families map[string]*dto.MetricFamily, name string, labels ...string) (float64, bool) {
+	f := families[name]
+	if f == nil {
+		return 0, false
+	}
+	for _, m := range f.GetMetric() {
+		var got []string
+		for _, lp := range m.GetLabel() {
+			got = append(got, lp.GetName()+"="+lp.GetValue())
+		}
+		want := slices.Clone(labels)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			continue
+		}
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue(), true
+		case m.Gauge != nil:
+			return m.Gauge.GetValue(), true
+		}
+	}
+	return 0, false
+}
+
+func TestCollectorReportsTheStatus(t *testing.T) {
+	st := sampleStatus()
+	fams := gather(t, NewCollector(func() (runtime.Status, error) { return st, nil }))
+	for _, tc := range []struct {
+		name   string
+		labels []string
+		want   float64
+	}{
+		{"burrow_up", nil, 1},
+		{"burrow_info", []string{"name=alpha", "network=home", "node_id=a1a1a1a1000000000000000000000000"}, 1},
+		{"burrow_links", []string{"state=up", "kind=successor", "path=direct"}, 1},
+		{"burrow_links", []string{"state=up", "kind=peer", "path=relay"}, 1},
+		{"burrow_links", []string{"state=connecting", "kind=none", "path=direct"}, 1},
+		{"burrow_link_receive_bytes_total", []string{"peer=beta", "node_id=b2b2b2b2"}, 1000},
+		{"burrow_link_transmit_packets_total", []string{"peer=gamma", "node_id=c3c3c3c3"}, 1},
+		{"burrow_link_rtt_seconds", []string{"peer=beta", "node_id=b2b2b2b2"}, 0.002},
+		{"burrow_receive_bytes_total", nil, 1500},
+		{"burrow_transmit_bytes_total", nil, 648},
+		{"burrow_receive_packets_total", nil, 15},
+		{"burrow_transmit_packets_total", nil, 6},
+		{"burrow_drops_total", []string{"reason=replay"}, 2},
+		{"burrow_drops_total", []string{"reason=auth_failed"}, 0},
+		{"burrow_floods_total", []string{"event=started"}, 5},
+		{"burrow_floods_total", []string{"event=received"}, 6},
+		{"burrow_floods_total", []string{"event=forwarded"}, 9},
+		{"burrow_handshakes_total", []string{"outcome=completed"}, 3},
+		{"burrow_handshakes_total", []string{"outcome=rejected"}, 1},
+		{"burrow_control_messages_total", []string{"direction=sent", "type=find_successor"}, 3},
+		{"burrow_control_messages_total", []string{"direction=received", "type=notify"}, 8},
+		{"burrow_on_demand_links_opened_total", nil, 2},
+		{"burrow_on_demand_links_closed_total", nil, 1},
+		{"burrow_on_demand_links", nil, 1},
+		{"burrow_learned_macs", nil, 7},
+		{"burrow_flows", nil, 3},
+		{"burrow_ring_size_estimate", nil, 12.5},
+		{"burrow_ring_joined", nil, 1},
+	} {
+		got, ok := value(fams, tc.name, tc.labels...)
+		if !ok || got != tc.want {
+			t.Errorf("%s%v = %v (present %v), want %v", tc.name, tc.labels, got, ok, tc.want)
+		}
+	}
+	if _, ok := value(fams, "burrow_link_rtt_seconds", "peer=gamma", "node_id=c3c3c3c3"); ok {
+		t.Error("a link without an RTT measurement reports one")
+	}
+	if f := fams["burrow_link_receive_bytes_total"]; len(f.GetMetric()) != 2 {
+		t.Errorf("per-peer series for %d peers, want 2 (the unnamed connecting link has none)", len(f.GetMetric()))
+	}
+}
+
+func TestTotalsKeepTheTrafficOfClosedLinks(t *testing.T) {
+	st := sampleStatus()
+	c := NewCollector(func() (runtime.Status, error) { return st, nil })
+	gather(t, c)
+	// beta's link closes; gamma's carries 100 more bytes; a new link to
+	// beta starts from zero on another port.
+	st.Links = []node.LinkStatus{
+		{Peer: "gamma", NodeID: gammaID, Port: 2, State: "up", RxBytes: 600},
+		{Peer: "beta", NodeID: betaID, Port: 4, State: "up", RxBytes: 30},
+	}
+	fams := gather(t, c)
+	if got, _ := value(fams, "burrow_receive_bytes_total"); got != 1630 {
+		t.Errorf("receive total %v after a link closed, want 1630 (1500 + 100 + 30)", got)
+	}
+	if got, _ := value(fams, "burrow_link_receive_bytes_total", "peer=beta", "node_id=b2b2b2b2"); got != 30 {
+		t.Errorf("beta's per-link counter %v, want 30: it counts the current link", got)
+	}
+}
+
+func TestFailedStatusReportsDown(t *testing.T) {
+	fams := gather(t, NewCollector(func() (runtime.Status, error) { return runtime.Status{}, errors.New("daemon stopped") }))
+	if got, ok := value(fams, "burrow_up"); !ok || got != 0 {
+		t.Fatalf("burrow_up %v %v, want 0", got, ok)
+	}
+	if len(fams) != 1 {
+		t.Errorf("a failed scrape reports %d families, want only burrow_up", len(fams))
+	}
+}
+
+func TestServeAnswersOverHTTP(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := Serve(ln, func() (runtime.Status, error) { return sampleStatus(), nil }, slog.New(slog.DiscardHandler))
+	defer srv.Close()
+	resp, err := http.Get("http://" + ln.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{`burrow_drops_total{reason="replay"} 2`, `burrow_links{kind="successor",path="direct",state="up"} 1`, "go_goroutines", "# HELP burrow_floods_total"} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := http.Get("http://" + ln.Addr().String() + "/metrics"); err == nil {
+		t.Error("the server still answers after Close")
+	}
+}
