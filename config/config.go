@@ -40,6 +40,13 @@ type Config struct {
 	Switch      Switch  `yaml:"switch"`
 	Overlay     Overlay `yaml:"overlay"`
 	Relay       Relay   `yaml:"relay"`
+	// Beacons are well-known members this node contacts first, asks how
+	// it is seen (STUN) and relays through when nothing direct works.
+	Beacons []BeaconRef `yaml:"beacons"`
+	// Beacon turns this node into a beacon for others.
+	Beacon BeaconMode `yaml:"beacon"`
+	// TURN adds a standard TURN server's relay as a candidate.
+	TURN *TURN `yaml:"turn"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string  `yaml:"control_socket"`
 	Metrics       Metrics `yaml:"metrics"`
@@ -62,11 +69,15 @@ type TAP struct {
 	Queues int `yaml:"queues"`
 	// Offload enables the virtio header with TSO/USO; default true.
 	Offload *bool `yaml:"offload"`
+	// Enabled: create the TAP device; default true. A dedicated beacon
+	// needs none.
+	Enabled *bool `yaml:"enabled"`
 
 	Prefixes  []netip.Prefix `yaml:"-"`
 	MACAddr   l2.MAC         `yaml:"-"`
 	HasMAC    bool           `yaml:"-"`
 	OffloadOn bool           `yaml:"-"`
+	On        bool           `yaml:"-"`
 }
 
 // Peer is a statically configured peer.
@@ -138,6 +149,43 @@ type Metrics struct {
 	ListenAddr netip.AddrPort `yaml:"-"`
 }
 
+// BeaconRef names one beacon.
+type BeaconRef struct {
+	Address string `yaml:"address"` // UDP address:port of its burrow socket
+	// WebSocket is the beacon's ws:// or wss:// URL, used when UDP is blocked.
+	WebSocket string `yaml:"websocket"`
+	// TLSInsecure skips verifying the beacon's certificate on wss:// (tests).
+	TLSInsecure bool `yaml:"tls_insecure"`
+
+	Addr netip.AddrPort `yaml:"-"`
+}
+
+// BeaconMode configures a node serving as a beacon.
+type BeaconMode struct {
+	Enabled bool `yaml:"enabled"`
+	// WebSocket serves datagrams over WebSocket for nodes whose network
+	// only lets HTTPS out, e.g. listen ":443" with a TLS certificate.
+	WebSocket WebSocketListen `yaml:"websocket"`
+}
+
+// WebSocketListen is a WebSocket listener.
+type WebSocketListen struct {
+	Listen string `yaml:"listen"`
+	Path   string `yaml:"path"` // default /burrow
+	Cert   string `yaml:"cert"` // TLS certificate and key; without them plain ws
+	Key    string `yaml:"key"`
+}
+
+// TURN is a TURN server with long-term credentials.
+type TURN struct {
+	Server   string `yaml:"server"` // address:port
+	Username string `yaml:"username"`
+	Password string `yaml:"password"`
+	Realm    string `yaml:"realm"`
+
+	Addr netip.AddrPort `yaml:"-"`
+}
+
 // Relay configures relaying for other members whose direct path failed.
 // Relayed traffic stays encrypted end to end.
 type Relay struct {
@@ -146,16 +194,23 @@ type Relay struct {
 	MaxRate float64 `yaml:"max_rate"`
 }
 
-// DefaultRelayRate is the relay cap when none is configured.
-const DefaultRelayRate = 10 << 20
+// Default relay caps when none is configured: members relay a little,
+// beacons exist to relay.
+const (
+	DefaultRelayRate       = 10 << 20
+	DefaultBeaconRelayRate = 100 << 20
+)
 
-// Rate is the effective relay cap in bytes per second; 0 when disabled.
-func (r Relay) Rate() float64 {
-	if r.Enabled != nil && !*r.Enabled {
+// RelayRate is the effective relay cap in bytes per second; 0 when disabled.
+func (c *Config) RelayRate() float64 {
+	r := c.Relay
+	switch {
+	case r.Enabled != nil && !*r.Enabled:
 		return 0
-	}
-	if r.MaxRate > 0 {
+	case r.MaxRate > 0:
 		return r.MaxRate
+	case c.Beacon.Enabled:
+		return DefaultBeaconRelayRate
 	}
 	return DefaultRelayRate
 }
@@ -230,6 +285,7 @@ func (c *Config) applyDefaults() {
 		c.TAP.Name = DefaultTAPName
 	}
 	c.TAP.OffloadOn = c.TAP.Offload == nil || *c.TAP.Offload
+	c.TAP.On = c.TAP.Enabled == nil || *c.TAP.Enabled
 	if c.ControlSocket == "" {
 		c.ControlSocket = DefaultControlSocket
 	}
@@ -276,6 +332,33 @@ func (c *Config) validate() error {
 	}
 	if err := c.Overlay.validate(); err != nil {
 		return err
+	}
+	for i := range c.Beacons {
+		b := &c.Beacons[i]
+		field := fmt.Sprintf("beacons[%d]", i)
+		ap, err := netip.ParseAddrPort(b.Address)
+		if err != nil || ap.Port() == 0 {
+			return fieldErr(field+".address", "%q is not an address:port such as 203.0.113.7:51820", b.Address)
+		}
+		b.Addr = ap
+		if b.WebSocket != "" && !strings.HasPrefix(b.WebSocket, "ws://") && !strings.HasPrefix(b.WebSocket, "wss://") {
+			return fieldErr(field+".websocket", "%q is not a ws:// or wss:// URL", b.WebSocket)
+		}
+	}
+	if ws := c.Beacon.WebSocket; ws.Listen != "" {
+		if (ws.Cert == "") != (ws.Key == "") {
+			return fieldErr("beacon.websocket.cert", "cert and key go together: give both for wss, neither for plain ws")
+		}
+	}
+	if t := c.TURN; t != nil {
+		ap, err := netip.ParseAddrPort(t.Server)
+		if err != nil || ap.Port() == 0 {
+			return fieldErr("turn.server", "%q is not an address:port such as 203.0.113.7:3478", t.Server)
+		}
+		t.Addr = ap
+		if t.Username == "" || t.Password == "" {
+			return fieldErr("turn.username", "TURN needs long-term credentials: username and password")
+		}
 	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")

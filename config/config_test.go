@@ -68,6 +68,12 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "overlay: {advertise: [\"0.0.0.0:1\"]}\n", "overlay.advertise[0]"},
 		{minimal + "overlay: {long_distance: many}\n", "overlay.long_distance"},
 		{minimal + "overlay: {successors: 20}\n", "overlay.successors"},
+		{minimal + "beacons: [{address: here}]\n", "beacons[0].address"},
+		{minimal + "beacons: [{address: \"192.0.2.1:1\", websocket: \"http://x\"}]\n", "beacons[0].websocket"},
+		{minimal + "beacon: {websocket: {listen: \":443\", cert: a.pem}}\n", "beacon.websocket.cert"},
+		{minimal + "turn: {server: nowhere}\n", "turn.server"},
+		{minimal + "turn: {server: \"192.0.2.1:3478\"}\n", "turn.username"},
+		{minimal + "relay: {max_rate: -1}\n", "relay.max_rate"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

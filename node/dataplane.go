@@ -302,6 +302,7 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		return
 	}
 	d.stats.Relayed.Add(1)
+	d.relay.count(in.link.Peer.ID, to.link.Peer.ID)
 	w.Tx.commit(dgram, to.link.Endpoint())
 }
 

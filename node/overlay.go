@@ -318,9 +318,11 @@ func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 			out = append(out, link.Endpoint{Via: link.TURN, Addr: ep})
 		}
 	}
+	// Our beacon relays for every member, and most members keep a link
+	// to it; the peer's own picks come first.
 	var relays []*link.Link
-	for _, r := range in.Relays {
-		if l := n.upLink(r); l != nil && r != in.ID && !l.Endpoint().IsRelay() {
+	for _, r := range append(slices.Clone(in.Relays), n.reach.beacon) {
+		if l := n.upLink(r); l != nil && r != in.ID && !l.Endpoint().IsRelay() && !slices.Contains(relays, l) {
 			relays = append(relays, l)
 		}
 	}
@@ -775,6 +777,11 @@ func (n *Node) reconcile(now time.Time) {
 		}
 		ps.local = want[id] | sticky
 		l := n.upLink(id)
+		if l != nil && l.Endpoint().IsRelay() {
+			// Both ends must keep probing the direct path for hole punching
+			// to work, so a relayed link learns every candidate we hear of.
+			l.AddCandidates(n.candidates(ps.info))
+		}
 		if l == nil {
 			if ps.local == 0 && ps.dial != nil {
 				n.links.RemoveDial(ps.dial)

@@ -24,6 +24,7 @@ type Status struct {
 	Overlay     OverlayStatus     `json:"overlay"`
 	Reach       ReachStatus       `json:"reach"`
 	Relayed     uint64            `json:"relayed_for_others"`
+	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
 }
 
 // LinkStatus describes one link.
@@ -113,6 +114,7 @@ func (n *Node) Status() Status {
 	st.Overlay = n.Overlay()
 	st.Reach = n.reachStatus()
 	st.Relayed = n.stats.Relayed.Load()
+	st.RelayPairs = n.dp.relay.snapshot()
 	return st
 }
 

@@ -19,6 +19,7 @@ type Status struct {
 	Name    string    `json:"name"`
 	Network string    `json:"network"`
 	Listen  string    `json:"listen"`
+	Beacon  bool      `json:"beacon"`
 	TAP     TAPStatus `json:"tap"`
 	node.Status
 }
@@ -39,14 +40,16 @@ type TAPStatus struct {
 func (d *Daemon) Status() (Status, error) {
 	var st Status
 	err := d.call(func() {
-		off := d.dev.Offloads()
 		st = Status{
 			Name: d.cert.Name, Network: d.cfg.Network, Listen: d.conn.LocalAddr().String(),
-			TAP: TAPStatus{
-				Name: d.dev.Name(), MTU: d.dev.MTU(), MAC: d.dev.MAC().String(),
-				VnetHdr: off.VnetHdr, TSO: off.TSO, USO: off.USO, Queues: d.dev.NumQueues(),
-			},
+			Beacon: d.cfg.Beacon.Enabled,
+			TAP:    TAPStatus{MTU: d.mtu, MAC: d.mac.String()},
 			Status: d.node.Status(),
+		}
+		if d.dev != nil {
+			off := d.dev.Offloads()
+			st.TAP.Name, st.TAP.Queues = d.dev.Name(), d.dev.NumQueues()
+			st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO = off.VnetHdr, off.TSO, off.USO
 		}
 		for _, p := range d.addrs {
 			st.TAP.Addresses = append(st.TAP.Addresses, p.String())

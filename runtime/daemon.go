@@ -55,6 +55,8 @@ type Daemon struct {
 	calls   chan func()
 	tapBuf  []byte // core-owned buffer for frames written to the TAP
 	addrs   []netip.Prefix
+	mtu     int
+	mac     l2.MAC
 	wg      sync.WaitGroup
 	cancel  context.CancelFunc
 	done    chan struct{}
@@ -128,8 +130,12 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if queues == 0 {
 		queues = min(goruntime.NumCPU(), 4)
 	}
-	if d.dev, err = tap.Create(tap.Options{Name: cfg.TAP.Name, MTU: mtu, MAC: mac, Addresses: d.addrs, Queues: queues, Offload: cfg.TAP.OffloadOn}); err != nil {
-		return nil, err
+	d.mtu, d.mac = mtu, mac
+	if cfg.TAP.On {
+		if d.dev, err = tap.Create(tap.Options{Name: cfg.TAP.Name, MTU: mtu, MAC: mac, Addresses: d.addrs, Queues: queues, Offload: cfg.TAP.OffloadOn}); err != nil {
+			return nil, err
+		}
+		d.mac = d.dev.MAC()
 	}
 	if d.control, err = listenControl(cfg.ControlSocket, d); err != nil {
 		return nil, err
@@ -157,28 +163,38 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			Keepalive: cfg.Links.Keepalive, DeadAfter: cfg.Links.DeadAfter, HandshakeRetry: cfg.Links.HandshakeRetry,
 			RekeyAfter: cfg.Links.RekeyAfter, RekeyAfterMessages: cfg.Links.RekeyAfterMessages,
 		},
-		MAC:       d.dev.MAC(),
+		MAC:       d.mac,
 		Peers:     peers,
-		RelayRate: cfg.Relay.Rate(),
+		RelayRate: cfg.RelayRate(),
+		Reach:     reachConfig(cfg),
 		MaxMACs:   cfg.Switch.MaxMACs,
 		MACAge:    cfg.Switch.MACAge,
 		FlowIdle:  cfg.Switch.FlowIdle,
 		Log:       log,
-		Overlay:   overlayConfig(cfg, d.conn.LocalAddr(), d.dev.Name()),
+		Overlay:   overlayConfig(cfg, d.conn.LocalAddr(), cfg.TAP.Name),
 	}, (*coreOutput)(d), now)
 	if err != nil {
 		return nil, err
 	}
-	log.Info("burrow up", "node_id", d.node.Self(), "name", cert.Name, "network", cfg.Network,
-		"listen", d.conn.LocalAddr(), "tap", d.dev.Name(), "mtu", d.dev.MTU(), "mac", d.dev.MAC(),
-		"addresses", d.addrs, "offloads", fmt.Sprintf("%+v", d.dev.Offloads()), "peers", len(peers))
+	if d.dev != nil {
+		log.Info("burrow up", "node_id", d.node.Self(), "name", cert.Name, "network", cfg.Network,
+			"listen", d.conn.LocalAddr(), "tap", d.dev.Name(), "mtu", d.dev.MTU(), "mac", d.dev.MAC(),
+			"addresses", d.addrs, "offloads", fmt.Sprintf("%+v", d.dev.Offloads()), "peers", len(peers), "beacon", cfg.Beacon.Enabled)
+	} else {
+		log.Info("burrow up without a TAP device", "node_id", d.node.Self(), "name", cert.Name, "network", cfg.Network,
+			"listen", d.conn.LocalAddr(), "beacon", cfg.Beacon.Enabled)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
-	d.wg.Add(2 + d.dev.NumQueues())
+	queues = 0
+	if d.dev != nil {
+		queues = d.dev.NumQueues()
+	}
+	d.wg.Add(2 + queues)
 	go d.runCore(ctx)
 	go d.runSocketReader()
-	for i := range d.dev.NumQueues() {
+	for i := range queues {
 		go d.runTAPReader(d.dev.Queue(i))
 	}
 	go d.control.serve()
@@ -207,6 +223,14 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 		return nil, nil, fmt.Errorf("cert %s: %w", cfg.Cert, err)
 	}
 	return ca, cert, nil
+}
+
+func reachConfig(cfg *config.Config) node.ReachConfig {
+	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled}
+	for _, b := range cfg.Beacons {
+		r.Beacons = append(r.Beacons, node.Beacon{Addr: b.Addr, WebSocket: b.WebSocket != ""})
+	}
+	return r
 }
 
 func overlayConfig(cfg *config.Config, listen netip.AddrPort, tapName string) node.OverlayConfig {
@@ -365,7 +389,9 @@ func (d *Daemon) sendOne(to link.Endpoint, b []byte) {
 }
 
 func (o *coreOutput) WriteFrame(frame []byte, off l2.Offload) {
-	(*Daemon)(o).writeTAP(o.dev.Queue(0), o.tapBuf, frame, off)
+	if o.dev != nil {
+		(*Daemon)(o).writeTAP(o.dev.Queue(0), o.tapBuf, frame, off)
+	}
 }
 
 // writeTAP writes one frame to a TAP queue through buf, adding the virtio
@@ -402,5 +428,5 @@ func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 			d.log.Debug("batch send failed", "err", err)
 		}
 	}
-	return &node.Worker{Tx: node.NewTxBatch(txBatch, node.TxBufLen(d.dev.MTU()+18), send), Frames: frames, Slow: d.enqueue}
+	return &node.Worker{Tx: node.NewTxBatch(txBatch, node.TxBufLen(d.mtu+18), send), Frames: frames, Slow: d.enqueue}
 }

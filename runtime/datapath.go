@@ -51,6 +51,9 @@ type tapWriter struct {
 }
 
 func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
+	if t.q == nil {
+		return // no TAP device: a beacon
+	}
 	if t.gro == nil {
 		t.d.writeTAP(t.q, t.buf, frame, off)
 		return
@@ -77,9 +80,12 @@ func (t *tapWriter) write(pkt []byte) error {
 // runSocketReader moves datagrams from the socket to the TAP (or onwards).
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
-	tw := &tapWriter{d: d, q: d.dev.Queue(0), buf: make([]byte, l2.VirtioNetHdrLen+65536)}
-	if d.dev.Offloads().VnetHdr {
-		tw.gro = l2.NewCoalescer(256, 512<<10)
+	tw := &tapWriter{d: d, buf: make([]byte, l2.VirtioNetHdrLen+65536)}
+	if d.dev != nil {
+		tw.q = d.dev.Queue(0)
+		if d.dev.Offloads().VnetHdr {
+			tw.gro = l2.NewCoalescer(256, 512<<10)
+		}
 	}
 	w := d.newWorker(tw)
 	dp := d.node.Dataplane()

@@ -29,30 +29,35 @@ addresses and the control socket. Needs root (or CAP_NET_ADMIN).`,
 			if err != nil {
 				return err
 			}
-			log := newLogger(cfg.Log)
-			metricsEndpoint, err := listenMetrics(cfg)
-			if err != nil {
-				return err
-			}
-			defer metricsEndpoint.close()
-			d, err := runtime.Start(cfg, log)
-			if err != nil {
-				return err
-			}
-			metricsEndpoint.serve(d, log)
-			sigs := make(chan os.Signal, 1)
-			signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-			select {
-			case sig := <-sigs:
-				log.Info("signal received", "signal", sig.String())
-				return d.Close()
-			case <-waitChan(d):
-				return d.Wait()
-			}
+			return runDaemon(cfg)
 		},
 	}
 	cmd.Flags().StringVarP(&path, "config", "c", "/etc/burrow/burrow.yaml", "configuration file")
 	rootCmd.AddCommand(cmd)
+}
+
+// runDaemon runs a node until SIGINT or SIGTERM.
+func runDaemon(cfg *config.Config) error {
+	log := newLogger(cfg.Log)
+	metricsEndpoint, err := listenMetrics(cfg)
+	if err != nil {
+		return err
+	}
+	defer metricsEndpoint.close()
+	d, err := runtime.Start(cfg, log)
+	if err != nil {
+		return err
+	}
+	metricsEndpoint.serve(d, log)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case sig := <-sigs:
+		log.Info("signal received", "signal", sig.String())
+		return d.Close()
+	case <-waitChan(d):
+		return d.Wait()
+	}
 }
 
 func waitChan(d *runtime.Daemon) <-chan struct{} {
