@@ -36,9 +36,9 @@ type Prober struct {
 	every   time.Duration
 	rand    io.Reader
 
-	next     time.Time
-	pending  map[TxID]netip.AddrPort // transaction → server
-	seen     map[netip.AddrPort]netip.AddrPort // server → mapped address
+	next    time.Time
+	pending map[TxID]netip.AddrPort           // transaction → server
+	seen    map[netip.AddrPort]netip.AddrPort // server → mapped address
 	// Sent and Answered count requests, for status.
 	Sent, Answered uint64
 }
