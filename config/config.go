@@ -47,6 +47,7 @@ type Config struct {
 	Beacon BeaconMode `yaml:"beacon"`
 	// TURN adds a standard TURN server's relay as a candidate.
 	TURN *TURN `yaml:"turn"`
+	NAT  NAT   `yaml:"nat"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string  `yaml:"control_socket"`
 	Metrics       Metrics `yaml:"metrics"`
@@ -174,6 +175,28 @@ type WebSocketListen struct {
 	Path   string `yaml:"path"` // default /burrow
 	Cert   string `yaml:"cert"` // TLS certificate and key; without them plain ws
 	Key    string `yaml:"key"`
+}
+
+// NAT tunes hole punching.
+type NAT struct {
+	// PunchBudget is how many random ports of a peer's public address a
+	// first dial probes, for NATs that map each destination to a new port.
+	// Default 32; -1 turns it off.
+	PunchBudget int `yaml:"punch_budget"`
+}
+
+// DefaultPunchBudget is the punch budget when none is configured.
+const DefaultPunchBudget = 32
+
+// Budget is the effective punch budget.
+func (n NAT) Budget() int {
+	switch {
+	case n.PunchBudget < 0:
+		return 0
+	case n.PunchBudget == 0:
+		return DefaultPunchBudget
+	}
+	return n.PunchBudget
 }
 
 // TURN is a TURN server with long-term credentials.
@@ -359,6 +382,9 @@ func (c *Config) validate() error {
 		if t.Username == "" || t.Password == "" {
 			return fieldErr("turn.username", "TURN needs long-term credentials: username and password")
 		}
+	}
+	if c.NAT.PunchBudget > 4096 {
+		return fieldErr("nat.punch_budget", "%d probes per dial is a flood; at most 4096", c.NAT.PunchBudget)
 	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")

@@ -22,6 +22,10 @@ type ReachConfig struct {
 	STUNServer bool
 	// ProbeEvery is how often the node asks the beacons how they see it.
 	ProbeEvery time.Duration
+	// PunchBudget is how many extra ports of a peer's public address a
+	// first dial probes, in case the peer's NAT maps every destination to a
+	// new port: a long shot before the relay takes over. 0 turns it off.
+	PunchBudget int
 }
 
 // Beacon is one beacon's address, and whether it also takes WebSocket
@@ -81,6 +85,32 @@ func (n *Node) endpoints() []netip.AddrPort {
 		out = append(out, n.reach.turn)
 	}
 	return out[:min(len(out), overlay.MaxEndpoints)]
+}
+
+// sprayPorts adds up to the punch budget of endpoints on random ports of
+// the peer's public addresses, for NATs that give each destination a new
+// port. They are counted in the PunchProbes statistic.
+func (n *Node) sprayPorts(eps []link.Endpoint) []link.Endpoint {
+	budget := n.reach.cfg.PunchBudget
+	if budget <= 0 {
+		return eps
+	}
+	var public []netip.Addr
+	for _, ep := range eps {
+		if a := ep.Addr.Addr(); ep.Via == link.UDP && !ep.IsRelay() && a.IsGlobalUnicast() && !a.IsPrivate() && !slices.Contains(public, a) {
+			public = append(public, a)
+		}
+	}
+	if len(public) == 0 {
+		return eps
+	}
+	out := slices.Clone(eps)
+	for i := range budget {
+		port := uint16(1024 + n.ov.rng.IntN(65535-1024))
+		out = append(out, link.UDPEndpoint(netip.AddrPortFrom(public[i%len(public)], port)))
+	}
+	n.stats.PunchProbes.Add(uint64(budget))
+	return out
 }
 
 // SetRelayedAddress records the node's TURN allocation (zero when lost).
@@ -187,11 +217,12 @@ type ReachStatus struct {
 	Beacon    string   `json:"beacon,omitempty"`
 	STUNSent  uint64   `json:"stun_sent"`
 	STUNGot   uint64   `json:"stun_answered"`
+	Punched   uint64   `json:"punch_probes"`
 }
 
 func (n *Node) reachStatus() ReachStatus {
 	r := &n.reach
-	st := ReachStatus{NAT: r.prober.Behaviour().String(), STUNSent: r.prober.Sent, STUNGot: r.prober.Answered}
+	st := ReachStatus{NAT: r.prober.Behaviour().String(), STUNSent: r.prober.Sent, STUNGot: r.prober.Answered, Punched: n.stats.PunchProbes.Load()}
 	for _, ep := range r.prober.Reflexive() {
 		st.Reflexive = append(st.Reflexive, ep.String())
 	}

@@ -37,6 +37,7 @@ type Stats struct {
 	FramesToTAP, FramesFromTAP                     atomic.Uint64
 	SlowPathEvents                                 atomic.Uint64
 	Relayed                                        atomic.Uint64 // datagrams relayed for others
+	PunchProbes                                    atomic.Uint64 // extra ports probed for NATs with a port per destination
 }
 
 func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }

@@ -226,7 +226,7 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 }
 
 func reachConfig(cfg *config.Config) node.ReachConfig {
-	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled}
+	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled, PunchBudget: cfg.NAT.Budget()}
 	for _, b := range cfg.Beacons {
 		r.Beacons = append(r.Beacons, node.Beacon{Addr: b.Addr, WebSocket: b.WebSocket != ""})
 	}

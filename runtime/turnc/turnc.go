@@ -130,7 +130,7 @@ type Stats struct {
 }
 
 type stats struct {
-	sent, received, indications, dropped     atomic.Uint64
+	sent, received, indications, dropped      atomic.Uint64
 	refreshes, bindings, reallocations, stale atomic.Uint64
 }
 

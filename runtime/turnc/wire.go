@@ -70,7 +70,7 @@ func parseDataIndication(b []byte) (peer netip.AddrPort, payload []byte, ok bool
 	}
 	txID := b[8:stunHeaderLen]
 	attrs := b[stunHeaderLen : stunHeaderLen+size]
-	var havePeer, haveData bool
+	var havePeer, haveData, afterIntegrity bool
 	for len(attrs) > 0 {
 		if len(attrs) < 4 {
 			return netip.AddrPort{}, nil, false
@@ -82,8 +82,12 @@ func parseDataIndication(b []byte) (peer netip.AddrPort, payload []byte, ok bool
 			return netip.AddrPort{}, nil, false
 		}
 		value := attrs[4 : 4+n]
-		// Like pion/stun, the first of repeated attributes counts.
+		// As in pion/stun, the first of repeated attributes counts, and
+		// those after MESSAGE-INTEGRITY are ignored (RFC 8489 §14.5).
 		switch {
+		case afterIntegrity:
+		case typ == stun.AttrMessageIntegrity || typ == stun.AttrMessageIntegritySHA256:
+			afterIntegrity = true
 		case typ == stun.AttrXORPeerAddress && !havePeer:
 			if peer, havePeer = parseXORAddress(value, txID); !havePeer {
 				return netip.AddrPort{}, nil, false
