@@ -88,6 +88,10 @@ type Report struct {
 	Seconds int
 	Results []*Result
 	Chain   *ChainResult
+	// LoadBefore and LoadAfter are the machine's one-minute load averages
+	// at the start and the end: the other programs the VPNs shared the
+	// CPUs with.
+	LoadBefore, LoadAfter string
 }
 
 // bencher is one run in progress.
@@ -133,7 +137,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if b.b, err = lab.AddHost("b"); err != nil {
 		return nil, err
 	}
-	report := &Report{Started: time.Now(), Seconds: opts.Seconds}
+	report := &Report{Started: time.Now(), Seconds: opts.Seconds, LoadBefore: loadAverage()}
 	for i, p := range peers {
 		report.Results = append(report.Results, b.runPeer(ctx, i, p))
 		if err := ctx.Err(); err != nil {
@@ -143,6 +147,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if slices.Contains(peerNames(peers), burrowPeer.name) {
 		report.Chain = b.runChain(ctx)
 	}
+	report.LoadAfter = loadAverage()
 	return report, ctx.Err()
 }
 
@@ -217,6 +222,15 @@ func (b *bencher) runPeer(ctx context.Context, index int, p *peer) *Result {
 		fmt.Fprintf(b.progress, "   stopping: %v\n", err)
 	}
 	return r
+}
+
+// loadAverage returns the one-minute load average, or "unknown".
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if fields := strings.Fields(string(data)); err == nil && len(fields) > 0 {
+		return fields[0]
+	}
+	return "unknown"
 }
 
 // virtualSubnet is the private subnet the index-th VPN's tunnel addresses

@@ -61,7 +61,8 @@ func (r *Report) Markdown(m Machine) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Run of %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(&b, "- command: `%s`\n", m.CommandLine)
-	fmt.Fprintf(&b, "- kernel %s; CPU: %d × %s\n", m.Kernel, m.CPUs, m.CPUModel)
+	fmt.Fprintf(&b, "- kernel %s; CPU: %d × %s; one-minute load average %s at the start, %s at the end\n",
+		m.Kernel, m.CPUs, m.CPUModel, r.LoadBefore, r.LoadAfter)
 	commit := m.Commit
 	if commit == "" {
 		commit = "unknown (not run in a git work tree)"
