@@ -57,6 +57,9 @@ var (
 		name:  "wireguard-go",
 		title: "wireguard-go (upstream)",
 		prepare: func(ctx context.Context, b *bencher) error {
+			if err := needCommands(wireguardTools); err != nil {
+				return err
+			}
 			path, err := upstreamWireguard(ctx, b.opts.CacheDir, b.progress)
 			b.upstreamWireguard = path
 			return err
@@ -70,9 +73,7 @@ var (
 		name:  "wireguard-go-debian",
 		title: "wireguard-go (Debian)",
 		prepare: func(context.Context, *bencher) error {
-			return needCommands(
-				tool{debianWireguardGo, "Debian package wireguard-go"},
-				tool{"wg", "Debian package wireguard-tools"})
+			return needCommands(tool{debianWireguardGo, "Debian package wireguard-go"}, wireguardTools)
 		},
 		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
 			return startWireguard(ctx, b, t, subnet, debianWireguardGo, "wgd")
@@ -119,6 +120,9 @@ var (
 
 // debianWireguardGo is where Debian's package installs wireguard-go.
 const debianWireguardGo = "/usr/bin/wireguard-go"
+
+// wireguardTools configures both wireguard-go builds.
+var wireguardTools = tool{"wg", "Debian package wireguard-tools"}
 
 // n2nVersion finds the version in n2n's banner, "Welcome to n2n v.1.3.2 for".
 var n2nVersion = regexp.MustCompile(`n2n v\.[0-9.]+`)
