@@ -189,6 +189,8 @@ tap:
   # queues: 0
   # Virtio header with TSO/USO: the kernel hands over 64 KiB TCP frames.
   # offload: true
+  # Create the device at all; a dedicated beacon needs none.
+  # enabled: true
 
 # Nodes to always keep a link to, besides those the overlay chooses;
 # public_key optionally pins the node's key (from 'burrow key show').
@@ -256,8 +258,40 @@ switch:
 relay:
   # Relay, still end-to-end encrypted, for members whose direct path failed.
   # enabled: true
-  # Cap on relayed bytes per second.
-  # max_rate: 10485760
+  # Cap on relayed bytes per second; 0 is 10 MiB/s, 100 MiB/s on a beacon.
+  # max_rate: 0
+
+# Well-known members contacted first: they tell this node how it is seen
+# from outside (STUN) and relay for it when nothing direct works; websocket
+# is their ws:// or wss:// URL, for networks that let only HTTPS out.
+# beacons:
+#   - address: 203.0.113.10:51820
+#     websocket: wss://203.0.113.10/burrow
+#     tls_insecure: false
+
+beacon:
+  # Serve as a beacon for the other members.
+  # enabled: false
+  websocket:
+    # Serve datagrams over WebSocket, e.g. on ":443"; empty is off.
+    # listen: ""
+    # URL path of the WebSocket endpoint.
+    # path: /burrow
+    # TLS certificate and key for wss://; without them plain ws://.
+    # cert: ""
+    # key: ""
+
+# A standard TURN server whose relay becomes a candidate path:
+# turn:
+#   server: 203.0.113.20:3478
+#   username: NAME
+#   password: PASSWORD
+#   realm: ""
+
+nat:
+  # Random ports of a peer's public address that a first dial probes, for
+  # NATs that map each destination anew; -1 turns it off.
+  # punch_budget: 32
 
 # Where 'burrow status' and 'burrow peers' reach this node.
 control_socket: {{q .ControlSocket}}

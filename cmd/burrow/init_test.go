@@ -234,6 +234,8 @@ func fieldPaths(prefix string, t reflect.Type) []string {
 		switch {
 		case f.Type.Kind() == reflect.Struct:
 			out = append(out, fieldPaths(joinKey(prefix, tag), f.Type)...)
+		case f.Type.Kind() == reflect.Pointer && f.Type.Elem().Kind() == reflect.Struct:
+			out = append(out, fieldPaths(joinKey(prefix, tag), f.Type.Elem())...)
 		case f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
 			out = append(out, fieldPaths(joinKey(prefix, tag)+"[]", f.Type.Elem())...)
 		default:
