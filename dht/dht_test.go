@@ -1,0 +1,429 @@
+package dht
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"burrow/nid"
+)
+
+func testConfig() Config {
+	return Config{
+		RequestTimeout:  3 * time.Second,
+		RetryInterval:   300 * time.Millisecond,
+		SyncTimeout:     time.Second,
+		RefreshInterval: time.Second,
+		StaleAfter:      6 * time.Second,
+		Grace:           5 * time.Second,
+		MaxValueLen:     64,
+		MaxRecords:      1000,
+	}
+}
+
+// newTestRing builds a consistent ring of n nodes.
+func newTestRing(t fataler, seed uint64, n int, cfg Config) *simRing {
+	r := newSimRing(t, seed, cfg)
+	for range n {
+		r.addNode(r.randomID(), true)
+	}
+	r.run(2 * time.Second)
+	return r
+}
+
+// wait runs the ring until every outcome is in, failing after a minute.
+func (r *simRing) wait(outs ...*outcome) {
+	r.t.Helper()
+	deadline := r.now.Add(time.Minute)
+	for r.now.Before(deadline) {
+		if !slices.ContainsFunc(outs, func(o *outcome) bool { return !o.done }) {
+			return
+		}
+		r.run(10 * time.Millisecond)
+	}
+	r.t.Fatal("operations did not finish")
+}
+
+func get(n *simNode, key string) *outcome {
+	return n.op(func(p *Participant, now time.Time, cb func(Result)) { p.Get(key, now, cb) })
+}
+
+func putIfAbsent(n *simNode, key, value string, ttl time.Duration) *outcome {
+	return n.op(func(p *Participant, now time.Time, cb func(Result)) {
+		p.PutIfAbsent(key, []byte(value), ttl, now, cb)
+	})
+}
+
+func put(n *simNode, key, value string, ttl time.Duration) *outcome {
+	return n.op(func(p *Participant, now time.Time, cb func(Result)) { p.Put(key, []byte(value), ttl, now, cb) })
+}
+
+func del(n *simNode, key string) *outcome {
+	return n.op(func(p *Participant, now time.Time, cb func(Result)) { p.Delete(key, now, cb) })
+}
+
+func renew(n *simNode, key string, ttl time.Duration) *outcome {
+	return n.op(func(p *Participant, now time.Time, cb func(Result)) { p.Renew(key, ttl, now, cb) })
+}
+
+func expect(t *testing.T, what string, o *outcome, st Status) {
+	t.Helper()
+	if !o.done {
+		t.Fatalf("%s: no answer", what)
+	}
+	if o.res.Status != st {
+		t.Fatalf("%s: status %v, want %v", what, o.res.Status, st)
+	}
+}
+
+func TestAloneNodeServesEveryOperation(t *testing.T) {
+	r := newTestRing(t, 1, 1, testConfig())
+	n := r.live()[0]
+	o := putIfAbsent(n, "k", "v1", time.Minute)
+	r.wait(o)
+	expect(t, "first PutIfAbsent", o, OK)
+	if o.res.Owner != n.id || string(o.res.Value) != "v1" || !o.res.Expires.Equal(r.now.Add(time.Minute)) {
+		t.Fatalf("result %+v", o.res)
+	}
+	o = putIfAbsent(n, "k", "v1", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent again by the owner, same value", o, OK)
+	o = putIfAbsent(n, "k", "v2", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent with another value", o, Exists)
+	if string(o.res.Value) != "v1" {
+		t.Fatalf("Exists carries %q, want v1", o.res.Value)
+	}
+	o = put(n, "k", "v3", time.Minute)
+	r.wait(o)
+	expect(t, "Put by the owner", o, OK)
+	o = get(n, "k")
+	r.wait(o)
+	expect(t, "Get", o, OK)
+	if string(o.res.Value) != "v3" {
+		t.Fatalf("Get = %q, want v3", o.res.Value)
+	}
+	o = renew(n, "k", 2*time.Minute)
+	r.wait(o)
+	expect(t, "Renew", o, OK)
+	if !o.res.Expires.Equal(r.now.Add(2 * time.Minute)) {
+		t.Fatalf("Renew expires %v, want %v", o.res.Expires, r.now.Add(2*time.Minute))
+	}
+	o = del(n, "k")
+	r.wait(o)
+	expect(t, "Delete", o, OK)
+	o = get(n, "k")
+	r.wait(o)
+	expect(t, "Get after Delete", o, NotFound)
+	o = del(n, "k")
+	r.wait(o)
+	expect(t, "Delete again", o, NotFound)
+}
+
+func TestLimitsAreRefused(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxRecords = 3
+	r := newTestRing(t, 2, 1, cfg)
+	n := r.live()[0]
+	cases := []struct {
+		name string
+		o    *outcome
+		want Status
+	}{
+		{"oversize value", putIfAbsent(n, "k", string(make([]byte, 65)), time.Minute), TooLarge},
+		{"oversize value by Put", put(n, "k", string(make([]byte, 65)), time.Minute), TooLarge},
+		{"empty key", putIfAbsent(n, "", "v", time.Minute), Invalid},
+		{"oversize key", get(n, string(make([]byte, DefaultMaxKeyLen+1))), Invalid},
+		{"zero TTL", putIfAbsent(n, "k", "v", 0), Invalid},
+		{"negative TTL on Renew", renew(n, "k", -time.Second), Invalid},
+	}
+	r.run(time.Millisecond)
+	for _, c := range cases {
+		expect(t, c.name, c.o, c.want)
+	}
+	for i := range 3 {
+		o := putIfAbsent(n, fmt.Sprint("k", i), "v", time.Minute)
+		r.wait(o)
+		expect(t, "within MaxRecords", o, OK)
+	}
+	o := putIfAbsent(n, "one too many", "v", time.Minute)
+	r.wait(o)
+	expect(t, "beyond MaxRecords", o, Full)
+	o = put(n, "k0", "overwrite", time.Minute)
+	r.wait(o)
+	expect(t, "overwriting an existing key when full", o, OK)
+}
+
+func TestTTLIsCutToMaxTTL(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxTTL = time.Hour
+	r := newTestRing(t, 3, 1, cfg)
+	o := putIfAbsent(r.live()[0], "k", "v", 48*time.Hour)
+	r.wait(o)
+	expect(t, "PutIfAbsent", o, OK)
+	if want := r.now.Add(time.Hour); !o.res.Expires.Equal(want) {
+		t.Fatalf("expires %v, want %v", o.res.Expires, want)
+	}
+}
+
+func TestOnlyTheOwnerDeletesRenewsOrOverwrites(t *testing.T) {
+	r := newTestRing(t, 4, 6, testConfig())
+	nodes := r.live()
+	owner, other := nodes[0], nodes[3]
+	o := putIfAbsent(owner, "lease", "mine", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent", o, OK)
+	for name, o := range map[string]*outcome{
+		"Delete by another node":      del(other, "lease"),
+		"Renew by another node":       renew(other, "lease", time.Minute),
+		"Put by another node":         put(other, "lease", "theirs", time.Minute),
+		"PutIfAbsent by another node": putIfAbsent(other, "lease", "mine", time.Minute),
+	} {
+		r.wait(o)
+		want := Denied
+		if name == "PutIfAbsent by another node" {
+			want = Exists
+		}
+		expect(t, name, o, want)
+		if o.res.Owner != owner.id {
+			t.Fatalf("%s: owner %v, want %v", name, o.res.Owner, owner.id)
+		}
+	}
+	o = get(other, "lease")
+	r.wait(o)
+	expect(t, "Get", o, OK)
+	if string(o.res.Value) != "mine" {
+		t.Fatalf("value %q after refused writes", o.res.Value)
+	}
+	o = del(owner, "lease")
+	r.wait(o)
+	expect(t, "Delete by the owner", o, OK)
+}
+
+func TestConcurrentPutIfAbsentHasOneWinner(t *testing.T) {
+	for seed := range uint64(10) {
+		r := newTestRing(t, 100+seed, 12, testConfig())
+		var outs []*outcome
+		for i, n := range r.live() {
+			outs = append(outs, putIfAbsent(n, "contested", fmt.Sprint("value-", i), time.Minute))
+		}
+		r.wait(outs...)
+		var winner *outcome
+		for _, o := range outs {
+			if o.res.Status == OK {
+				if winner != nil {
+					t.Fatalf("seed %d: two winners: %q and %q", seed, winner.res.Value, o.res.Value)
+				}
+				winner = o
+			}
+		}
+		if winner == nil {
+			t.Fatalf("seed %d: no winner", seed)
+		}
+		for _, o := range outs {
+			if o.res.Status != OK && (o.res.Status != Exists || !bytes.Equal(o.res.Value, winner.res.Value) || o.res.Owner != winner.res.Owner) {
+				t.Fatalf("seed %d: loser got %v %q owner %v; winner %q owner %v", seed, o.res.Status, o.res.Value, o.res.Owner, winner.res.Value, winner.res.Owner)
+			}
+		}
+	}
+}
+
+// holders returns the live nodes holding a live copy of key, and the copy.
+func (r *simRing) holders(key string) map[nid.ID]*record {
+	out := make(map[nid.ID]*record)
+	for _, n := range r.live() {
+		if rec := n.p.records[key]; rec != nil && rec.live(r.now) {
+			out[n.id] = rec
+		}
+	}
+	return out
+}
+
+func TestAcknowledgedWriteIsOnEveryReplica(t *testing.T) {
+	r := newTestRing(t, 5, 10, testConfig())
+	for i := range 20 {
+		key := fmt.Sprint("key-", i)
+		o := putIfAbsent(r.live()[i%10], key, "v", time.Minute)
+		r.wait(o)
+		expect(t, key, o, OK)
+		held := r.holders(key)
+		for _, id := range r.responsibleSet(Position(key), 3) {
+			rec := held[id]
+			if rec == nil || string(rec.value) != "v" {
+				t.Fatalf("%s: replica %v lacks the acknowledged write", key, id.Short())
+			}
+		}
+	}
+}
+
+func TestLeaseExpiresAndFreesTheKey(t *testing.T) {
+	r := newTestRing(t, 6, 5, testConfig())
+	a, b := r.live()[0], r.live()[2]
+	o := putIfAbsent(a, "short", "a", time.Second)
+	r.wait(o)
+	expect(t, "PutIfAbsent", o, OK)
+	r.runUntil(o.res.Expires.Add(100 * time.Millisecond))
+	o = get(b, "short")
+	r.wait(o)
+	expect(t, "Get after expiry", o, NotFound)
+	o = renew(a, "short", time.Second)
+	r.wait(o)
+	expect(t, "Renew after expiry", o, NotFound)
+	o = putIfAbsent(b, "short", "b", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent by another node after expiry", o, OK)
+}
+
+func writeKeys(t *testing.T, r *simRing, n int) map[string]string {
+	t.Helper()
+	want := make(map[string]string)
+	var outs []*outcome
+	nodes := r.live()
+	for i := range n {
+		key, value := fmt.Sprint("key-", i), fmt.Sprint("value-", i)
+		want[key] = value
+		outs = append(outs, putIfAbsent(nodes[i%len(nodes)], key, value, time.Hour))
+	}
+	r.wait(outs...)
+	for _, o := range outs {
+		expect(t, "write", o, OK)
+	}
+	return want
+}
+
+// checkPlacement asserts that every key is readable and held by exactly the
+// nodes that are responsible for it now, with one version.
+func checkPlacement(t *testing.T, r *simRing, want map[string]string) {
+	t.Helper()
+	for _, key := range sortedKeys(want) {
+		o := get(r.live()[0], key)
+		r.wait(o)
+		if o.res.Status != OK || string(o.res.Value) != want[key] {
+			t.Fatalf("%s: Get = %v %q, want %q", key, o.res.Status, o.res.Value, want[key])
+		}
+		held := r.holders(key)
+		var version uint64
+		for _, id := range r.responsibleSet(Position(key), r.cfg.Replicas) {
+			rec := held[id]
+			if rec == nil {
+				t.Fatalf("%s: responsible node %v holds no copy", key, id.Short())
+			}
+			if version != 0 && rec.version != version {
+				t.Fatalf("%s: replicas disagree on the version", key)
+			}
+			version = rec.version
+		}
+	}
+}
+
+func TestReplicasFollowFailuresOfFewerThanRAdjacentNodes(t *testing.T) {
+	cfg := testConfig()
+	cfg.Replicas = 3
+	r := newTestRing(t, 7, 12, cfg)
+	want := writeKeys(t, r, 40)
+	for round := range 4 {
+		// Two adjacent nodes at once, then time to repair.
+		m := r.live()
+		i := r.rng.IntN(len(m))
+		r.fail(m[i])
+		r.fail(m[(i+1)%len(m)])
+		r.run(10 * time.Second)
+		r.addNode(r.randomID(), false)
+		r.run(5 * time.Second)
+		checkPlacement(t, r, want)
+		_ = round
+	}
+}
+
+func TestJoinsTakeOverTheirArc(t *testing.T) {
+	r := newTestRing(t, 8, 4, testConfig())
+	want := writeKeys(t, r, 30)
+	for range 8 {
+		r.addNode(r.randomID(), false)
+		r.run(500 * time.Millisecond)
+	}
+	r.run(10 * time.Second)
+	checkPlacement(t, r, want)
+}
+
+func TestLeavesHandOffTheirArc(t *testing.T) {
+	r := newTestRing(t, 9, 12, testConfig())
+	want := writeKeys(t, r, 30)
+	for range 6 {
+		m := r.live()
+		r.leave(m[r.rng.IntN(len(m))])
+		r.run(5 * time.Second)
+	}
+	checkPlacement(t, r, want)
+}
+
+// TestPrimaryThatMissedAWriteLearnsItFromAReplica sets up the situation the
+// version check exists for: a replica holds an acknowledged record its
+// primary never saw (as when a primary joined and its views lagged). A
+// PutIfAbsent by someone else must answer Exists, not hand the key out.
+func TestPrimaryThatMissedAWriteLearnsItFromAReplica(t *testing.T) {
+	r := newTestRing(t, 10, 6, testConfig())
+	key := "missed"
+	set := r.responsibleSet(Position(key), 3)
+	primary, replica := r.nodes[set[0]], r.nodes[set[1]]
+	earlier := &wireRecord{Key: key, Owner: nid.ID{0xaa}, Version: 5 << 16, Remaining: 60000, Value: []byte("first")}
+	replica.call(func() { replica.p.merge(earlier, r.now) })
+	if primary.p.records[key] != nil {
+		t.Fatal("the primary must not have the record for this test")
+	}
+	o := putIfAbsent(r.live()[0], key, "second", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent on a key the primary missed", o, Exists)
+	if string(o.res.Value) != "first" || o.res.Owner != (nid.ID{0xaa}) {
+		t.Fatalf("Exists carries %q owner %v, want the replica's record", o.res.Value, o.res.Owner)
+	}
+	if primary.p.Stats().Conflicts == 0 {
+		t.Fatal("no conflict counted")
+	}
+	r.run(3 * time.Second)
+	for _, id := range set {
+		rec := r.nodes[id].p.records[key]
+		if rec == nil || string(rec.value) != "first" {
+			t.Fatalf("replica %v did not converge on the surviving record", id.Short())
+		}
+	}
+}
+
+func TestRetriedDeleteIsAnsweredOnce(t *testing.T) {
+	r := newTestRing(t, 11, 5, testConfig())
+	r.minDelay, r.maxDelay = 200*time.Millisecond, 400*time.Millisecond // slower than RetryInterval
+	n := r.live()[1]
+	o := putIfAbsent(n, "k", "v", time.Minute)
+	r.wait(o)
+	expect(t, "PutIfAbsent", o, OK)
+	o = del(n, "k")
+	r.wait(o)
+	expect(t, "Delete retried by the client", o, OK)
+}
+
+func TestNextDeadlineCoversPendingWork(t *testing.T) {
+	r := newTestRing(t, 12, 3, testConfig())
+	n := r.live()[0]
+	putIfAbsent(n, "k", "v", time.Minute)
+	d := n.p.NextDeadline(r.now)
+	if d.IsZero() || d.After(r.now.Add(r.cfg.RetryInterval)) {
+		t.Fatalf("NextDeadline %v with a request in flight; want within %v", d, r.cfg.RetryInterval)
+	}
+}
+
+func TestNewRejectsImpossibleConfig(t *testing.T) {
+	env := newSimRing(t, 1, Config{})
+	n := &simNode{ring: env, id: nid.ID{1}}
+	for _, cfg := range []Config{
+		{MaxKeyLen: 256},
+		{MaxValueLen: 4000},
+		{MaxTTL: 60 * 24 * time.Hour},
+		{RefreshInterval: time.Minute, StaleAfter: time.Second},
+	} {
+		if _, err := New(n, cfg, simEpoch); err == nil {
+			t.Errorf("New accepted %+v", cfg)
+		}
+	}
+}

@@ -1,0 +1,174 @@
+// Package warrens gives each burrow node its own container subnet, derived
+// from nothing but its machine id, as the Warrens paper does (section
+// III-C, "Container Network Addressing", Fig. 4 and Table I), and claims it
+// in the DHT so that two nodes never route the same subnet.
+//
+// # Address layout
+//
+// Every address is a prefix, a global identifier marking it as Warrens, a
+// node identifier and a container range. The global identifier comes from
+// the string "Swirl" (hex 53 77 69 72 6c); the node identifier is the
+// 64-bit Fowler–Noll–Vo hash (FNV-1a; the paper names FNV-64 without the
+// variant) of the machine id, the text of /etc/machine-id without its
+// trailing newline.
+//
+// IPv6, a /112, after the unique local address structure with the subnet
+// and interface fields swapped in size (2^64 nodes, 65,520 containers each):
+//
+//	bits   0–7    fd                   ULA prefix (fc00::/7, L=1)
+//	bits   8–47   53:77:69:72:6c       global identifier, "Swirl"
+//	bits  48–111  FNV-64(machine id)   node identifier
+//	bits 112–127  container range      Table I below
+//
+// IPv4, a /28, in the only private block with 24 free bits (10.0.0.0/8):
+//
+//	bits   0–7    10                   private prefix
+//	bits   8–15   0x53 = 83            global identifier, the first byte of "Swirl"
+//	bits  16–27   FNV-64 >> 52         node identifier, 4096 subnets; the top
+//	                                   bits, which FNV mixes best
+//	bits  28–31   container range      16 addresses, below
+//
+// Host part of a subnet (Table I, IPv6; the IPv4 column scales it down):
+//
+//	IPv6          IPv4       use
+//	::1           .1         tun0, the TUN device if one is needed
+//	::2           .2         cni0, the bridge of the local containers
+//	::3 – ::f     .3 – .7    reserved for future system devices
+//	::10 – ::ffff .8 – .15   containers (65,520 / 8)
+//
+// The paper's count of eight IPv4 containers includes .15, which is the
+// broadcast address of the /28 when cni0 is configured with the whole
+// subnet; a runtime that needs broadcast on cni0 should stop at .14.
+//
+// # Collisions
+//
+// Hashes collide — IPv4 has only 4096 node identifiers, so tens of nodes
+// already risk it, as the paper warns — so each node claims its subnet in
+// the DHT before using it: key "subnet:<prefix>", value its node ID, by the
+// atomic PutIfAbsent, as a lease it renews. The rule is first come, first
+// served: the holder keeps the subnet as long as it renews it; a node that
+// finds it held by another node hashes its machine id with a counter
+// appended ("<machine id>-1", "-2", …) and tries the next candidate. Of
+// simultaneous claimants exactly one wins, because the key's primary
+// serializes them. The rule never renumbers a node that already runs
+// containers because a newcomer hashed onto its subnet, and each node's
+// sequence of candidates depends only on its machine id, so a restarted
+// node gets its subnet back unless another took it after its lease ran
+// out.
+package warrens
+
+import (
+	"encoding/binary"
+	"errors"
+	"hash/fnv"
+	"net/netip"
+	"strconv"
+	"strings"
+)
+
+// GlobalID is the string whose bytes mark an address as Warrens.
+const GlobalID = "Swirl"
+
+// Prefix lengths of the subnets.
+const (
+	IPv6Bits = 112
+	IPv4Bits = 28
+)
+
+// Family selects the IPv4 or the IPv6 layout.
+type Family uint8
+
+// Families.
+const (
+	IPv6 Family = 6
+	IPv4 Family = 4
+)
+
+func (f Family) String() string {
+	if f == IPv4 {
+		return "ipv4"
+	}
+	return "ipv6"
+}
+
+// NodeHash is the node identifier of a machine id: its 64-bit FNV-1a hash.
+func NodeHash(machineID string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(machineID))
+	return h.Sum64()
+}
+
+// ParseMachineID reads the content of /etc/machine-id: 32 hex digits,
+// usually followed by a newline.
+func ParseMachineID(content []byte) (string, error) {
+	id := strings.TrimSpace(string(content))
+	if len(id) != 32 || strings.Trim(id, "0123456789abcdef") != "" {
+		return "", errors.New("warrens: machine id is not 32 lowercase hex digits")
+	}
+	return id, nil
+}
+
+// Candidate is the string hashed on the given attempt: the machine id
+// itself first, then the machine id with "-<attempt>" appended.
+func Candidate(machineID string, attempt int) string {
+	if attempt == 0 {
+		return machineID
+	}
+	return machineID + "-" + strconv.Itoa(attempt)
+}
+
+// Subnet is the container subnet of a node hash in family f.
+func Subnet(f Family, nodeHash uint64) netip.Prefix {
+	if f == IPv4 {
+		node := uint16(nodeHash >> 52)
+		a := [4]byte{10, GlobalID[0], byte(node >> 4), byte(node << 4)}
+		return netip.PrefixFrom(netip.AddrFrom4(a), IPv4Bits)
+	}
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:6], GlobalID)
+	binary.BigEndian.PutUint64(a[6:14], nodeHash)
+	return netip.PrefixFrom(netip.AddrFrom16(a), IPv6Bits)
+}
+
+// IsWarrens reports whether p is a Warrens subnet of either layout.
+func IsWarrens(p netip.Prefix) bool {
+	a := p.Addr()
+	switch {
+	case a.Is4() && p.Bits() == IPv4Bits:
+		b := a.As4()
+		return b[0] == 10 && b[1] == GlobalID[0] && b[3]&0x0f == 0
+	case a.Is6() && !a.Is4In6() && p.Bits() == IPv6Bits:
+		b := a.As16()
+		return b[0] == 0xfd && string(b[1:6]) == GlobalID && b[14] == 0 && b[15] == 0
+	}
+	return false
+}
+
+// host returns the address at offset n in subnet p.
+func host(p netip.Prefix, n uint16) netip.Addr {
+	a := p.Masked().Addr()
+	if a.Is4() {
+		b := a.As4()
+		b[3] |= byte(n)
+		return netip.AddrFrom4(b)
+	}
+	b := a.As16()
+	binary.BigEndian.PutUint16(b[14:], n)
+	return netip.AddrFrom16(b)
+}
+
+// Tun is the address of tun0 in subnet p (::1 or .1).
+func Tun(p netip.Prefix) netip.Addr { return host(p, 1) }
+
+// Bridge is the address of the cni0 bridge in subnet p (::2 or .2).
+func Bridge(p netip.Prefix) netip.Addr { return host(p, 2) }
+
+// Containers is the range of container addresses in subnet p:
+// ::10–::ffff, or .8–.15.
+func Containers(p netip.Prefix) (first, last netip.Addr) {
+	if p.Addr().Is4() {
+		return host(p, 8), host(p, 15)
+	}
+	return host(p, 0x10), host(p, 0xffff)
+}
