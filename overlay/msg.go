@@ -47,14 +47,21 @@ const (
 	LinkUse
 	// Leave announces a graceful departure with the leaver's neighbours.
 	Leave
+	// Topology asks the node Dest for its links, for an operator's map.
+	Topology
+	// TopologyReply answers Topology: the node's name and links.
+	TopologyReply
+	// Data carries a payload for a service on the ring (the DHT), routed
+	// like any request; its interpretation is up to that service.
+	Data
 	maxType
 )
 
-var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave"}
+var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave", "topology", "topology-reply", "data"}
 
 // IsReply reports whether t answers a request; replies find their way back
 // to the request's origin through its Via node.
-func (t Type) IsReply() bool { return t == Successors || t == LinkReply }
+func (t Type) IsReply() bool { return t == Successors || t == LinkReply || t == TopologyReply }
 
 func (t Type) String() string {
 	if t == 0 || t >= maxType {
@@ -89,15 +96,32 @@ type Message struct {
 	Via    nid.ID
 	ID     uint64 // matches replies to requests
 
-	From       Info   // the sender's contact information (all but LinkUse)
-	Reasons    Reason // LinkRequest, LinkUse
-	Joined     bool   // LinkUse: the sender has a successor link
-	Closing    bool   // LinkUse: the sender is closing the link; stop using it
-	Relaying   bool   // LinkUse: the sender relays for other members
-	Accepted   bool   // LinkReply
-	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
-	Successors []Info // Successors, Leave
+	From       Info       // the sender's contact information (all but LinkUse)
+	Reasons    Reason     // LinkRequest, LinkUse
+	Joined     bool       // LinkUse: the sender has a successor link
+	Closing    bool       // LinkUse: the sender is closing the link; stop using it
+	Relaying   bool       // LinkUse: the sender relays for other members
+	Accepted   bool       // LinkReply
+	Pred       Info       // Successors, Leave: the sender's predecessor (zero ID if unknown)
+	Successors []Info     // Successors, Leave
+	Name       string     // TopologyReply: the sender's certificate name
+	Neighbors  []Neighbor // TopologyReply: the sender's links
+	Payload    []byte     // Data
 }
+
+// Neighbor is one link in a TopologyReply.
+type Neighbor struct {
+	ID      nid.ID
+	Reasons Reason // why the sender keeps the link
+	Path    uint8  // the link's path kind, as the sender's status numbers them
+}
+
+// Limits of the variable parts.
+const (
+	MaxNeighbors = 64
+	MaxName      = 64
+	MaxPayload   = 1200
+)
 
 // MaxSuccessors bounds the successor list one message carries.
 const MaxSuccessors = 16
@@ -164,6 +188,22 @@ func (m *Message) Append(dst []byte) []byte {
 		for _, s := range m.Successors[:n] {
 			dst = appendInfo(dst, s)
 		}
+	case Topology:
+		dst = appendInfo(dst, m.From)
+	case TopologyReply:
+		name := m.Name[:min(len(m.Name), MaxName)]
+		dst = append(dst, byte(len(name)))
+		dst = append(dst, name...)
+		n := min(len(m.Neighbors), MaxNeighbors)
+		dst = append(dst, byte(n))
+		for _, nb := range m.Neighbors[:n] {
+			dst = append(dst, nb.ID[:]...)
+			dst = append(dst, byte(nb.Reasons), nb.Path)
+		}
+	case Data:
+		p := m.Payload[:min(len(m.Payload), MaxPayload)]
+		dst = binary.BigEndian.AppendUint16(dst, uint16(len(p)))
+		dst = append(dst, p...)
 	}
 	return dst
 }
@@ -240,6 +280,35 @@ func Parse(b []byte) (Message, error) {
 			}
 			m.Successors = append(m.Successors, r.info())
 		}
+	case Topology:
+		m.From = r.info()
+	case TopologyReply:
+		name := r.take(int(r.byte()))
+		if len(name) > MaxName {
+			return m, ErrField
+		}
+		m.Name = string(name)
+		n := int(r.byte())
+		if n > MaxNeighbors {
+			return m, ErrField
+		}
+		for range n {
+			id, tail := r.take(nid.Size), r.take(2)
+			if r.err != nil {
+				break
+			}
+			m.Neighbors = append(m.Neighbors, Neighbor{ID: nid.ID(id), Reasons: Reason(tail[0]), Path: tail[1]})
+		}
+	case Data:
+		size := r.take(2)
+		if r.err != nil {
+			break
+		}
+		n := int(binary.BigEndian.Uint16(size))
+		if n > MaxPayload {
+			return m, ErrField
+		}
+		m.Payload = append([]byte(nil), r.take(n)...)
 	}
 	if r.err != nil {
 		return m, r.err

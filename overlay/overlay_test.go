@@ -62,6 +62,15 @@ func TestMessageRoundTrip(t *testing.T) {
 			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
 				m.Successors = append(m.Successors, genInfo(t, "s"))
 			}
+		case Topology:
+			m.From = genInfo(t, "from")
+		case TopologyReply:
+			m.Name = rapid.StringMatching(`[a-z0-9-]{0,20}`).Draw(t, "name")
+			for i, n := 0, rapid.IntRange(0, MaxNeighbors).Draw(t, "nb"); i < n; i++ {
+				m.Neighbors = append(m.Neighbors, Neighbor{ID: genID(t, "nbid"), Reasons: Reason(rapid.Uint8().Draw(t, "r")), Path: rapid.Uint8().Draw(t, "p")})
+			}
+		case Data:
+			m.Payload = rapid.SliceOfN(rapid.Byte(), 0, MaxPayload).Draw(t, "payload")
 		}
 		b := m.Append(nil)
 		got, err := Parse(b)
@@ -91,6 +100,12 @@ func normalize(m Message) Message {
 	}
 	if len(m.Successors) == 0 {
 		m.Successors = nil
+	}
+	if len(m.Neighbors) == 0 {
+		m.Neighbors = nil
+	}
+	if len(m.Payload) == 0 {
+		m.Payload = nil
 	}
 	return m
 }
