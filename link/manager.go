@@ -128,7 +128,8 @@ func (l *Link) Endpoint() Endpoint { return *l.endpoint.Load() }
 // does not replace a better one: the better one may just be quieter.
 func (l *Link) SetEndpoint(ep Endpoint) {
 	if cur := l.endpoint.Load(); cur == nil || (*cur != ep && ep.rank() >= cur.rank()) {
-		l.endpoint.Store(&ep)
+		moved := ep // copied here so that only a change allocates
+		l.endpoint.Store(&moved)
 	}
 }
 

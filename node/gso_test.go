@@ -1,11 +1,13 @@
 package node
 
 import (
+	"bytes"
 	"encoding/binary"
 	"testing"
 	"time"
 
 	"burrow/l2"
+	"burrow/link"
 )
 
 // tcpSuperFrame builds an IPv4/TCP GSO super-frame from src to dst with
@@ -63,3 +65,51 @@ func TestSuperFrameCrossesTheTunnelSegmented(t *testing.T) {
 		t.Fatalf("segments carry %d payload bytes, want 60000", total)
 	}
 }
+
+// TestDataPathAllocatesNothingPerPacket: once a flow is learned, sending a
+// frame and receiving it allocate nothing, so the garbage collector stays
+// out of the way at multi-gigabit rates.
+func TestDataPathAllocatesNothingPerPacket(t *testing.T) {
+	w := newTestNet(t, 2, 6)
+	a, b := w.nodes[0], w.nodes[1]
+	w.connect(0, 1)
+	w.advance(time.Second, 100*time.Millisecond)
+	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "hi"))
+	b.fromTAP(ethFrame(a.mac, b.mac, "back"))
+	a.fromTAP(ethFrame(b.mac, a.mac, "learn"))
+	frame, hdr := tcpSuperFrame(b.mac, a.mac, 60000, 1351)
+	var sent [][]byte
+	a.worker.Tx = NewTxBatch(128, 2048, func(msgs []TxMsg) {
+		for _, m := range msgs {
+			sent = append(sent, bytes.Clone(m.Buf))
+		}
+	})
+	a.node.Dataplane().FromTAP(a.worker, hdr, frame, w.now.UnixNano())
+	a.worker.Tx.Flush()
+	if len(sent) != 45 {
+		t.Fatalf("%d datagrams for a super-frame, want 45", len(sent))
+	}
+	a.worker.Tx = NewTxBatch(128, 2048, func([]TxMsg) {})
+	if n := testing.AllocsPerRun(50, func() {
+		a.node.Dataplane().FromTAP(a.worker, hdr, frame, w.now.UnixNano())
+		a.worker.Tx.Flush()
+	}); n != 0 {
+		t.Errorf("sending a super-frame allocates %.1f times", n)
+	}
+	from := link.UDPEndpoint(a.addr)
+	b.worker.Frames = discardFrames{}
+	i := 0
+	if n := testing.AllocsPerRun(len(sent)-1, func() {
+		b.node.Dataplane().FromNetwork(b.worker, from, sent[i], w.now.UnixNano())
+		i++
+	}); n != 0 {
+		t.Errorf("receiving a datagram allocates %.1f times", n)
+	}
+	if len(b.slow) != 0 {
+		t.Fatalf("%d received datagrams went to the slow path", len(b.slow))
+	}
+}
+
+type discardFrames struct{}
+
+func (discardFrames) Frame([]byte, l2.Offload) {}
