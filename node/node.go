@@ -39,6 +39,8 @@ type StaticPeer struct {
 
 // Config configures a Node.
 type Config struct {
+	// Name is the node's name from its certificate, for maps and logs.
+	Name      string
 	Handshake link.HandshakeConfig
 	Verify    func(cert []byte, static [32]byte, now time.Time) (link.Peer, error)
 	Timers    link.Timers
@@ -96,6 +98,7 @@ type Node struct {
 	dp        *Dataplane
 	ov        overlayState
 	reach     reachState
+	topo      topologyState
 	now       time.Time // time of the event being handled
 }
 
@@ -197,6 +200,7 @@ func (n *Node) Tick(now time.Time) {
 	n.links.Tick(now)
 	n.reachTick(now)
 	n.overlayTick(now)
+	n.topologyTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
 	idle := now.Add(-n.cfg.FlowIdle).UnixNano()

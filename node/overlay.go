@@ -505,6 +505,10 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			}
 		}
 		n.doneWithContact(m.Origin)
+	case overlay.Topology:
+		n.answerTopology(m, now)
+	case overlay.TopologyReply:
+		n.takeTopology(m, now)
 	case overlay.LinkRequest:
 		n.handleLinkRequest(m, now)
 	case overlay.LinkReply:

@@ -233,3 +233,29 @@ func TestNodesKeepALinkToABeaconAndLearnTheirMapping(t *testing.T) {
 		}
 	}
 }
+
+func TestTopologyCrawlMapsTheWholeOverlay(t *testing.T) {
+	w := newOverlayNet(t, 12, 8, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	w.advance(10*time.Second, 500*time.Millisecond)
+	watcher := w.nodes[3].node
+	watcher.CrawlTopology(w.now)
+	w.advance(8*time.Second, 500*time.Millisecond)
+	v := watcher.Topology()
+	seen := 0
+	for _, nd := range v.Nodes {
+		if nd.Seen {
+			seen++
+		}
+	}
+	if seen != len(w.nodes) {
+		t.Fatalf("crawl saw %d of %d nodes", seen, len(w.nodes))
+	}
+	links := 0
+	for _, n := range w.nodes {
+		links += len(n.node.Adjacency())
+	}
+	if len(v.Links) != links {
+		t.Fatalf("crawl reports %d link ends, the nodes have %d", len(v.Links), links)
+	}
+}

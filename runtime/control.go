@@ -65,8 +65,20 @@ type Request struct {
 
 // Response is the control-socket reply: one JSON line.
 type Response struct {
-	Error  string  `json:"error,omitempty"`
-	Status *Status `json:"status,omitempty"`
+	Error    string             `json:"error,omitempty"`
+	Status   *Status            `json:"status,omitempty"`
+	Topology *node.TopologyView `json:"topology,omitempty"`
+}
+
+// Topology returns the overlay map, and keeps the crawl behind it going
+// for a while: asking again refreshes it.
+func (d *Daemon) Topology() (node.TopologyView, error) {
+	var v node.TopologyView
+	err := d.call(func() {
+		d.node.CrawlTopology(time.Now())
+		v = d.node.Topology()
+	})
+	return v, err
 }
 
 type controlServer struct {
@@ -121,6 +133,13 @@ func (s *controlServer) handle(c net.Conn) {
 				resp.Error = err.Error()
 			} else {
 				resp.Status = &st
+			}
+		case "topology":
+			v, err := s.d.Topology()
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.Topology = &v
 			}
 		default:
 			resp.Error = fmt.Sprintf("unknown command %q", req.Command)

@@ -148,6 +148,7 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 		peers[i] = node.StaticPeer{Endpoint: p.Addr, Key: p.Key}
 	}
 	d.node, err = node.New(node.Config{
+		Name: cert.Name,
 		Handshake: link.HandshakeConfig{
 			Network: cfg.Network, Private: key.Private, Public: key.Public,
 			Cert: cert.Marshal(), AESFast: hasFastAES(), Rand: crand.Reader,

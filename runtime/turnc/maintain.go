@@ -49,14 +49,22 @@ func (c *Client) maintain(ctx context.Context) time.Time {
 
 // allocate requests a new allocation and adopts it.
 func (c *Client) allocate(ctx context.Context) (netip.AddrPort, error) {
-	res, err := c.request(ctx, stun.MethodAllocate, requestedTransportUDP)
+	res, err := c.request(ctx, stun.MethodAllocate, requestedTransportUDP, lifetimeAttr(requestedLifetime))
 	if hasCode(err, stun.CodeAllocMismatch) {
 		// This 5-tuple still holds the allocation of an earlier run on the
-		// same port: release it and allocate anew.
+		// same port: release it and allocate anew once the server let it go
+		// (coturn takes a moment).
 		if _, err := c.request(ctx, stun.MethodRefresh, lifetimeAttr(0)); err != nil {
 			return netip.AddrPort{}, fmt.Errorf("turnc: releasing an earlier allocation: %w", err)
 		}
-		res, err = c.request(ctx, stun.MethodAllocate, requestedTransportUDP)
+		for wait := releaseWait; hasCode(err, stun.CodeAllocMismatch) && wait <= maxReleaseWait; wait *= 2 {
+			select {
+			case <-ctx.Done():
+				return netip.AddrPort{}, ctx.Err()
+			case <-time.After(wait):
+			}
+			res, err = c.request(ctx, stun.MethodAllocate, requestedTransportUDP, lifetimeAttr(requestedLifetime))
+		}
 	}
 	if err != nil {
 		return netip.AddrPort{}, err
@@ -80,7 +88,6 @@ func (c *Client) allocate(ctx context.Context) (netip.AddrPort, error) {
 
 func (c *Client) setLifetime(lifetime time.Duration) {
 	now := time.Now()
-	c.lifetime = lifetime
 	c.expiresAt = now.Add(lifetime)
 	c.refreshAt = now.Add(min(c.cfg.KeepAlive, lifetime/2))
 }
@@ -88,7 +95,7 @@ func (c *Client) setLifetime(lifetime time.Duration) {
 // refreshAllocation refreshes the allocation, and declares it lost when the
 // server no longer knows it or it expired while refreshes failed.
 func (c *Client) refreshAllocation(ctx context.Context) {
-	res, err := c.request(ctx, stun.MethodRefresh, lifetimeAttr(c.lifetime))
+	res, err := c.request(ctx, stun.MethodRefresh, lifetimeAttr(requestedLifetime))
 	var lifetime time.Duration
 	if err == nil {
 		if lifetime, err = getLifetime(res); err != nil {

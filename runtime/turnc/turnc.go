@@ -53,6 +53,10 @@ const (
 
 // Implementation constants.
 const (
+	// requestedLifetime is asked for in every Allocate and Refresh: RFC
+	// 8656's default, and what coturn caps at its maximum (it replaces a
+	// smaller request by 600 s, even beyond its configured maximum).
+	requestedLifetime = 10 * time.Minute
 	// maxQueued is how many datagrams to a peer wait for its channel.
 	maxQueued = 8
 	// bindRetryAfter is how long Send drops datagrams to a peer whose
@@ -64,6 +68,11 @@ const (
 	// Re-allocation attempts back off from the first to the last delay.
 	firstReallocDelay = time.Second
 	lastReallocDelay  = 30 * time.Second
+	// After releasing an allocation an earlier run left on this 5-tuple,
+	// Allocate is tried again after waits from releaseWait, doubling, up to
+	// maxReleaseWait.
+	releaseWait    = 50 * time.Millisecond
+	maxReleaseWait = 2 * time.Second
 	// maxAuthAttempts bounds how often one request is sent again with a
 	// new nonce or realm.
 	maxAuthAttempts = 4
@@ -194,7 +203,6 @@ type Client struct {
 	realm        stun.Realm
 	nonce        stun.Nonce
 	integrity    stun.MessageIntegrity
-	lifetime     time.Duration
 	refreshAt    time.Time
 	expiresAt    time.Time
 	lost         bool
