@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"burrow/config"
+	"burrow/netlab"
+	"burrow/netlab/cluster"
+	"burrow/netlab/labtest"
+)
+
+// natKind is one row and column of the NAT matrix.
+type natKind struct {
+	name string
+	nat  netlab.NAT
+	site bool // behind a router (false: a host on the internet)
+}
+
+var natKinds = []natKind{
+	{"public", netlab.NoNAT, false},
+	{"endpoint-independent", netlab.EndpointIndependent, true},
+	{"symmetric", netlab.Symmetric, true},
+}
+
+// expectedPath is what burrow must establish between two kinds.
+func expectedPath(a, b string) string {
+	pair := map[string]bool{a: true, b: true}
+	switch {
+	case pair["symmetric"] && (pair["endpoint-independent"] || a == b):
+		return "relay" // each side's mapping is unknown to the other's filter
+	}
+	return "direct"
+}
+
+// TestNATMatrix puts two nodes of every NAT kind (each NATed node behind
+// its own router) in one network with a beacon, links every pair, and
+// checks which path each pair ends up on. With BURROW_NAT_MATRIX set to a
+// file, it writes the matrix there as Markdown (docs/nat-traversal.md).
+func TestNATMatrix(t *testing.T) {
+	lab := labtest.New(t)
+	nw, err := cluster.New(lab, "matrix", burrowBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bh, err := lab.AddHost("beacon")
+	if err != nil {
+		t.Fatal(err)
+	}
+	beacon, err := nw.AddNode(bh, "beacon", virtual(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	beacon.Config.Beacon.Enabled = true
+	kindOf := map[*cluster.Node]string{}
+	i := 1
+	for _, k := range natKinds {
+		for copy := 1; copy <= 2; copy++ {
+			name := fmt.Sprintf("%s%d", strings.Split(k.name, "-")[0][:3], copy)
+			var host *netlab.Host
+			if k.site {
+				site, err := lab.AddSite(name, k.nat)
+				if err != nil {
+					t.Fatal(err)
+				}
+				host, err = site.AddHost(name + "h")
+			} else {
+				host, err = lab.AddHost(name)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			node, err := nw.AddNode(host, name, virtual(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kindOf[node] = k.name
+			i++
+		}
+	}
+	for _, node := range nw.Nodes {
+		node.Config.Links.Keepalive = 500 * time.Millisecond
+		node.Config.Links.DeadAfter = 3 * time.Second
+		node.Config.Overlay.Successors = len(nw.Nodes) - 1
+		node.Config.Overlay.Stabilize = time.Second
+		if node != beacon {
+			node.Config.Beacons = []config.BeaconRef{{Address: beacon.Endpoint().String()}}
+		}
+	}
+	start := time.Now()
+	startAll(t, nw)
+	var members []*cluster.Node
+	for n := range kindOf {
+		members = append(members, n)
+	}
+	sort.Slice(members, func(i, j int) bool { return members[i].Name < members[j].Name })
+
+	type result struct {
+		path  string
+		setup time.Duration
+	}
+	results := map[[2]string][]result{}
+	for x, a := range members {
+		for _, b := range members[x+1:] {
+			want := expectedPath(kindOf[a], kindOf[b])
+			var since time.Time
+			err := cluster.WaitFor(ctxFor(t, 45*time.Second), fmt.Sprintf("%s-%s on a %s path", a.Name, b.Name, want), func() bool {
+				st, err := a.Status()
+				if err != nil {
+					return false
+				}
+				for _, l := range st.Links {
+					if l.NodeID == b.ID.String() && l.State == "up" && l.Path == want {
+						since = l.Since
+						return pathBetween(b, a) == want
+					}
+				}
+				return false
+			})
+			if err != nil {
+				t.Errorf("%v (now %q/%q)", err, pathBetween(a, b), pathBetween(b, a))
+				continue
+			}
+			key := [2]string{kindOf[a], kindOf[b]}
+			if key[0] > key[1] {
+				key[0], key[1] = key[1], key[0]
+			}
+			results[key] = append(results[key], result{want, since.Sub(start)})
+		}
+	}
+	pingAll(t, members, 60*time.Second)
+
+	var md strings.Builder
+	fmt.Fprintf(&md, "| | %s |\n|---|%s\n", strings.Join(kindNames(), " | "), strings.Repeat("---|", len(natKinds)))
+	for _, a := range natKinds {
+		fmt.Fprintf(&md, "| **%s** |", a.name)
+		for _, b := range natKinds {
+			key := [2]string{a.name, b.name}
+			if key[0] > key[1] {
+				key[0], key[1] = key[1], key[0]
+			}
+			rs := results[key]
+			if len(rs) == 0 {
+				md.WriteString(" – |")
+				continue
+			}
+			var worst time.Duration
+			for _, r := range rs {
+				worst = max(worst, r.setup)
+			}
+			fmt.Fprintf(&md, " %s (%d pairs, up ≤ %.1f s after start) |", rs[0].path, len(rs), worst.Seconds())
+		}
+		md.WriteString("\n")
+	}
+	t.Logf("NAT matrix:\n%s", md.String())
+	if out := os.Getenv("BURROW_NAT_MATRIX"); out != "" {
+		if err := os.WriteFile(out, []byte(md.String()), 0o644); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func kindNames() []string {
+	var out []string
+	for _, k := range natKinds {
+		out = append(out, k.name)
+	}
+	return out
+}
