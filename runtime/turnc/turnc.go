@@ -193,10 +193,11 @@ type Client struct {
 	stats      stats
 	bufs       sync.Pool
 
-	mu        sync.Mutex
-	allocated bool // Allocate succeeded
-	relayed   netip.AddrPort
-	mapped    netip.AddrPort
+	mu         sync.Mutex
+	allocating bool // Allocate runs
+	allocated  bool // Allocate succeeded
+	relayed    netip.AddrPort
+	mapped     netip.AddrPort
 
 	// Owned by whoever drives the allocation: Allocate, then the
 	// maintenance goroutine, then Close.
@@ -240,7 +241,7 @@ func New(cfg Config) (*Client, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &Client{
 		cfg:        cfg,
-		log:        log.With("turn", cfg.Server),
+		log:        log.With("turn_server", cfg.Server),
 		username:   stun.NewUsername(cfg.Username),
 		serverAddr: net.UDPAddrFromAddrPort(cfg.Server),
 		conn:       conn,
@@ -272,10 +273,11 @@ func (c *Client) Allocate(ctx context.Context) (netip.AddrPort, error) {
 		c.mu.Unlock()
 		return netip.AddrPort{}, ErrClosed
 	}
-	if c.allocated {
+	if c.allocating || c.allocated {
 		c.mu.Unlock()
-		return netip.AddrPort{}, errors.New("turnc: already allocated")
+		return netip.AddrPort{}, errors.New("turnc: Allocate called twice")
 	}
+	c.allocating = true
 	c.wg.Add(1)
 	c.mu.Unlock()
 	defer c.wg.Done()
@@ -287,11 +289,12 @@ func (c *Client) Allocate(ctx context.Context) (netip.AddrPort, error) {
 	defer stop()
 
 	relayed, err := c.allocate(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.allocating = false
 	if err != nil {
 		return netip.AddrPort{}, err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed.Load() {
 		return netip.AddrPort{}, ErrClosed
 	}

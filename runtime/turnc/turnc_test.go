@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os/exec"
 	goruntime "runtime"
-	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -31,22 +30,33 @@ const (
 	turnPort     = 3478
 )
 
-// checkGoroutines fails the test if goroutines started after the call
-// outlive it; call it once the lab runs, whose own goroutines stay.
+// checkGoroutines fails the test if a goroutine running code of the TURN
+// client, pion or the socket outlives it.
 func checkGoroutines(t *testing.T) {
 	t.Helper()
-	before := goruntime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for goruntime.NumGoroutine() > before && time.Now().Before(deadline) {
+		left := leftGoroutines()
+		for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = leftGoroutines() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if now := goruntime.NumGoroutine(); now > before {
-			var stacks strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-			t.Errorf("%d goroutines before, %d after:\n%s", before, now, stacks.String())
+		if len(left) > 0 {
+			t.Errorf("goroutines left behind:\n%s", strings.Join(left, "\n\n"))
 		}
 	})
+}
+
+// leftGoroutines returns the stacks of the other goroutines in code of the
+// packages under test.
+func leftGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	all := strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n")
+	var left []string
+	for _, g := range all[1:] { // the first is this goroutine
+		if strings.Contains(g, "burrow/runtime/turnc") || strings.Contains(g, "github.com/pion/") || strings.Contains(g, "burrow/runtime/udpio") {
+			left = append(left, g)
+		}
+	}
+	return left
 }
 
 // turnServer is coturn running in a lab namespace.
@@ -365,9 +375,9 @@ func exchange(t *testing.T, send sendFunc, dest netip.AddrPort, to *node, wantFr
 // exchange datagrams through each other's relayed address both ways, as
 // ChannelData.
 func TestRelayBetweenTwoAllocations(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	hostA, hostB := addHost(t, lab, "a"), addHost(t, lab, "b")
 	a, turnA := startTURNNode(t, hostA, server.addr, nil)
 	b, turnB := startTURNNode(t, hostB, server.addr, nil)
@@ -405,9 +415,9 @@ func TestRelayBetweenTwoAllocations(t *testing.T) {
 // TestRelayToPlainPeer is the daemon's case: a node relays to a peer's own
 // socket address, and the peer answers straight to the relayed address.
 func TestRelayToPlainPeer(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	relayed, turnA := startTURNNode(t, addHost(t, lab, "a"), server.addr, nil)
 	plain := startNode(t, addHost(t, lab, "b"))
 	relayA, addrB := turnA.RelayedAddr(), plain.conn.LocalAddr()
@@ -421,9 +431,9 @@ func TestRelayToPlainPeer(t *testing.T) {
 }
 
 func TestWrongCredentialsFailClearly(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	host := addHost(t, lab, "a")
 	for _, tc := range []struct {
 		name, password, realm string
@@ -462,10 +472,10 @@ func TestWrongCredentialsFailClearly(t *testing.T) {
 // nonce lifetimes coturn grants here: refreshes, channel renewals and
 // retries after 438 (stale nonce) must keep every datagram flowing.
 func TestAllocationKeptAlive(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab, "--max-allocate-lifetime=4", "--permission-lifetime=3",
 		"--channel-lifetime=6", "--stale-nonce=2")
-	checkGoroutines(t)
 	fast := func(cfg *turnc.Config) { cfg.BindingRefresh = time.Second }
 	a, turnA := startTURNNode(t, addHost(t, lab, "a"), server.addr, fast)
 	b, turnB := startTURNNode(t, addHost(t, lab, "b"), server.addr, fast)
@@ -502,9 +512,9 @@ func TestAllocationKeptAlive(t *testing.T) {
 // allocation; the clients notice at their next keepalive, allocate again,
 // report the new relayed address, and traffic resumes.
 func TestReallocatesAfterServerRestart(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	changes := map[string]chan netip.AddrPort{"a": make(chan netip.AddrPort, 8), "b": make(chan netip.AddrPort, 8)}
 	tune := func(name string) func(*turnc.Config) {
 		return func(cfg *turnc.Config) {
@@ -548,9 +558,9 @@ func TestReallocatesAfterServerRestart(t *testing.T) {
 // finds the allocation of its previous run still on the server (437
 // Allocation Mismatch); the client releases it and allocates anew.
 func TestReplacesAllocationOfEarlierRun(t *testing.T) {
+	checkGoroutines(t)
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	n := startNode(t, addHost(t, lab, "a"))
 	var crashed atomic.Bool
 	sendUntilCrash := func(b []byte, to netip.AddrPort) error {
@@ -575,12 +585,12 @@ func TestReplacesAllocationOfEarlierRun(t *testing.T) {
 // 1400-byte datagrams as fast as it can to another's relayed address, and
 // the receiver counts what arrives.
 func TestRelayThroughput(t *testing.T) {
+	checkGoroutines(t)
 	if testing.Short() {
 		t.Skip("skipping the throughput measurement in -short mode")
 	}
 	lab := labtest.New(t)
 	server := startTURNServer(t, lab)
-	checkGoroutines(t)
 	a, turnA := startTURNNode(t, addHost(t, lab, "a"), server.addr, nil)
 	b, turnB := startTURNNode(t, addHost(t, lab, "b"), server.addr, nil)
 	relayA, relayB := turnA.RelayedAddr(), turnB.RelayedAddr()

@@ -27,9 +27,8 @@ type ClientConfig struct {
 // Client is a node's connection to a beacon. It does not reconnect: when
 // Done is closed, the caller dials again.
 type Client struct {
-	pipe      *pipe
-	transport *http.Transport
-	stats     counters
+	pipe  *pipe
+	stats counters
 }
 
 // Dial connects to the server. HTTPS_PROXY and the like are honoured, as
@@ -39,15 +38,16 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, errors.New("wsock: no Deliver function")
 	}
 	cfg.Limits = cfg.Limits.withDefaults()
-	// A transport of its own, so Close leaves no idle connection behind
-	// and a custom TLS config keeps HTTP/2, which cannot upgrade, away.
+	// A transport of its own, so that a failed dial leaves no idle
+	// connection behind, and whose custom TLS config keeps HTTP/2, which
+	// cannot upgrade, away.
 	transport := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: cfg.TLS}
 	ws, _, err := websocket.Dial(ctx, cfg.URL, &websocket.DialOptions{HTTPClient: &http.Client{Transport: transport}})
 	if err != nil {
 		transport.CloseIdleConnections()
 		return nil, fmt.Errorf("wsock: dial %s: %w", cfg.URL, err)
 	}
-	c := &Client{transport: transport}
+	c := &Client{}
 	c.pipe = newPipe(ws, cfg.Limits, &c.stats)
 	c.pipe.wg.Add(1)
 	go func() {
@@ -98,6 +98,5 @@ func (c *Client) Close() error {
 		<-answered
 	}
 	c.pipe.wait()
-	c.transport.CloseIdleConnections()
 	return nil
 }

@@ -97,7 +97,7 @@ func (p *pipe) send(b []byte) error {
 // silence every half IdleTimeout.
 func (p *pipe) runWriter() {
 	defer p.wg.Done()
-	idle := time.NewTicker(p.limits.IdleTimeout / 2)
+	idle := time.NewTicker(max(p.limits.IdleTimeout/2, time.Millisecond))
 	defer idle.Stop()
 	for {
 		select {

@@ -19,7 +19,6 @@ import (
 	"net/http"
 	"net/netip"
 	"runtime"
-	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -31,22 +30,34 @@ import (
 	"burrow/runtime/wsock"
 )
 
-// checkGoroutines fails the test if goroutines it started outlive it. Call
-// it first: its check then runs after every other cleanup.
+// checkGoroutines fails the test if a goroutine running code of the
+// package, the WebSocket library or net/http outlives it. Call it first:
+// its check then runs after every other cleanup.
 func checkGoroutines(t *testing.T) {
 	t.Helper()
-	before := runtime.NumGoroutine()
 	t.Cleanup(func() {
-		deadline := time.Now().Add(3 * time.Second)
-		for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		left := leftGoroutines()
+		for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = leftGoroutines() {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if now := runtime.NumGoroutine(); now > before {
-			var stacks strings.Builder
-			pprof.Lookup("goroutine").WriteTo(&stacks, 1)
-			t.Errorf("%d goroutines before the test, %d after:\n%s", before, now, stacks.String())
+		if len(left) > 0 {
+			t.Errorf("goroutines left behind:\n%s", strings.Join(left, "\n\n"))
 		}
 	})
+}
+
+// leftGoroutines returns the stacks of the other goroutines in code of the
+// package, the WebSocket library or net/http.
+func leftGoroutines() []string {
+	buf := make([]byte, 1<<20)
+	all := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
+	var left []string
+	for _, g := range all[1:] { // the first is this goroutine
+		if strings.Contains(g, "burrow/runtime/wsock") || strings.Contains(g, "github.com/coder/websocket") || strings.Contains(g, "net/http.") {
+			left = append(left, g)
+		}
+	}
+	return left
 }
 
 // message is a datagram a server received.
