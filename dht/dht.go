@@ -44,6 +44,9 @@ type Result struct {
 	// Expires is when the record's lease ends, measured from when the
 	// request was first sent, so never later than the primary's own view.
 	Expires time.Time
+	// At is the time of the call that delivered the answer: callers that
+	// go on from the callback use it as their now.
+	At time.Time
 }
 
 // Env is what the node provides to its participant.
@@ -414,7 +417,7 @@ func (p *Participant) start(o op, key string, value []byte, ttl time.Duration, n
 	}
 	p.run(func() {
 		if st := p.checkRequest(o, key, value, ttl); st != OK {
-			p.done = append(p.done, func() { cb(Result{Status: st}) })
+			p.done = append(p.done, func() { cb(Result{Status: st, At: now}) })
 			return
 		}
 		ttl = min(ttl, p.cfg.MaxTTL)
@@ -473,13 +476,13 @@ func (p *Participant) handleResponse(m *message, now time.Time) {
 	if c == nil {
 		return // answered already, or timed out
 	}
-	p.finish(c, m.Status, m.Value, m.Owner, m.Remaining)
+	p.finish(c, m.Status, m.Value, m.Owner, m.Remaining, now)
 }
 
 // finish completes a client operation.
-func (p *Participant) finish(c *clientOp, st Status, value []byte, owner nid.ID, remaining uint32) {
+func (p *Participant) finish(c *clientOp, st Status, value []byte, owner nid.ID, remaining uint32, now time.Time) {
 	delete(p.ops, c.msg.ID)
-	res := Result{Status: st, Value: value, Owner: owner}
+	res := Result{Status: st, Value: value, Owner: owner, At: now}
 	if remaining > 0 {
 		res.Expires = c.start.Add(time.Duration(remaining) * time.Millisecond)
 	}
@@ -492,7 +495,7 @@ func (p *Participant) tickClients(now time.Time) {
 		c := p.ops[id]
 		switch {
 		case !now.Before(c.deadline):
-			p.finish(c, Timeout, nil, nid.ID{}, 0)
+			p.finish(c, Timeout, nil, nid.ID{}, 0, now)
 		case !now.Before(c.nextRetry):
 			c.nextRetry = now.Add(p.cfg.RetryInterval)
 			p.issue(c, now)

@@ -84,7 +84,7 @@ func TestAloneNodeServesEveryOperation(t *testing.T) {
 	o := putIfAbsent(n, "k", "v1", time.Minute)
 	r.wait(o)
 	expect(t, "first PutIfAbsent", o, OK)
-	if o.res.Owner != n.id || string(o.res.Value) != "v1" || !o.res.Expires.Equal(r.now.Add(time.Minute)) {
+	if o.res.Owner != n.id || string(o.res.Value) != "v1" || !o.res.Expires.Equal(r.now.Add(time.Minute)) || !o.res.At.Equal(o.at) {
 		t.Fatalf("result %+v", o.res)
 	}
 	o = putIfAbsent(n, "k", "v1", time.Minute)

@@ -307,7 +307,7 @@ func (p *Participant) respond(r *request, st Status, value []byte, owner nid.ID,
 	remaining := remainingMillis(expires, now)
 	if r.msg.Origin == p.self {
 		if c := p.ops[r.msg.ID]; c != nil {
-			p.finish(c, st, slices.Clone(value), owner, remaining)
+			p.finish(c, st, slices.Clone(value), owner, remaining, now)
 		}
 		return
 	}

@@ -81,7 +81,7 @@ type Claimer struct {
 	st       Status
 	inFlight bool
 	next     time.Time // when to write or renew next; zero while waiting for the KV
-	now      time.Time // latest time seen, for scheduling from callbacks
+	now      time.Time // latest time seen, for scheduling
 }
 
 // NewClaimer creates a claimer for this node.
@@ -154,7 +154,7 @@ func (c *Claimer) claim(now time.Time) {
 	prefix := c.st.Prefix
 	c.inFlight, c.next = true, time.Time{}
 	c.kv.PutIfAbsent(Key(prefix), []byte(c.self.String()), c.cfg.TTL, now, func(res dht.Result) {
-		c.inFlight = false
+		c.inFlight, c.now = false, later(c.now, res.At)
 		// A retry or a restart finds our own record: the DHT answers OK
 		// to the same owner writing the same value.
 		switch res.Status {
@@ -173,7 +173,7 @@ func (c *Claimer) renew(now time.Time) {
 	prefix := c.st.Prefix
 	c.inFlight, c.next = true, time.Time{}
 	c.kv.Renew(Key(prefix), c.cfg.TTL, now, func(res dht.Result) {
-		c.inFlight = false
+		c.inFlight, c.now = false, later(c.now, res.At)
 		switch res.Status {
 		case dht.OK:
 			c.st.Expires = res.Expires

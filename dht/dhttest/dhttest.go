@@ -87,6 +87,7 @@ func (s *Store) Advance(now time.Time) {
 		if s.LoseAnswers > 0 && s.rng.Float64() < s.LoseAnswers {
 			res = dht.Result{Status: dht.Timeout}
 		}
+		res.At = o.at
 		o.cb(res)
 	}
 }
