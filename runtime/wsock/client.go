@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
@@ -41,14 +42,27 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	// A transport of its own, so that a failed dial leaves no idle
 	// connection behind, and whose custom TLS config keeps HTTP/2, which
 	// cannot upgrade, away.
-	transport := &http.Transport{Proxy: http.ProxyFromEnvironment, TLSClientConfig: cfg.TLS}
+	var conn *batchConn
+	var dialer net.Dialer
+	transport := &http.Transport{
+		Proxy:           http.ProxyFromEnvironment,
+		TLSClientConfig: cfg.TLS,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			c, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			conn = &batchConn{Conn: c}
+			return conn, nil
+		},
+	}
 	ws, _, err := websocket.Dial(ctx, cfg.URL, &websocket.DialOptions{HTTPClient: &http.Client{Transport: transport}})
 	if err != nil {
 		transport.CloseIdleConnections()
 		return nil, fmt.Errorf("wsock: dial %s: %w", cfg.URL, err)
 	}
 	c := &Client{}
-	c.pipe = newPipe(ws, cfg.Limits, &c.stats)
+	c.pipe = newPipe(ws, conn, cfg.Limits, &c.stats)
 	c.pipe.wg.Add(1)
 	go func() {
 		defer c.pipe.wg.Done()

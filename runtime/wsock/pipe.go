@@ -27,6 +27,7 @@ const initialReadBuf = 2048
 // setup: the pipe closes the connection itself on timeouts and Close.
 type pipe struct {
 	ws     *websocket.Conn
+	conn   *batchConn // under ws
 	limits Limits
 	stats  *counters
 
@@ -46,10 +47,11 @@ type pipe struct {
 	wg        sync.WaitGroup
 }
 
-func newPipe(ws *websocket.Conn, limits Limits, stats *counters) *pipe {
+func newPipe(ws *websocket.Conn, conn *batchConn, limits Limits, stats *counters) *pipe {
 	ws.SetReadLimit(int64(limits.MaxMessageSize))
 	p := &pipe{
 		ws:      ws,
+		conn:    conn,
 		limits:  limits,
 		stats:   stats,
 		queue:   make(chan *[]byte, limits.QueueLen),
@@ -104,10 +106,7 @@ func (p *pipe) runWriter() {
 		case <-p.done:
 			return
 		case buf := <-p.queue:
-			err := p.write(*buf)
-			p.queuedBytes.Add(-int64(len(*buf)))
-			putBuf(buf)
-			if err != nil {
+			if err := p.writeRun(buf); err != nil {
 				p.close(fmt.Errorf("wsock: write: %w", err))
 				return
 			}
@@ -117,14 +116,30 @@ func (p *pipe) runWriter() {
 	}
 }
 
-func (p *pipe) write(b []byte) error {
-	p.writeTimer.Reset(p.limits.WriteTimeout)
-	err := p.ws.Write(context.Background(), websocket.MessageBinary, b)
-	p.writeTimer.Stop()
-	if err == nil {
+// writeRun writes buf and the datagrams queued behind it, one message
+// each, holding the connection's writes back until the queue runs dry. The
+// write timeout restarts with each message, so a slow but moving peer
+// keeps its connection.
+func (p *pipe) writeRun(buf *[]byte) error {
+	defer p.writeTimer.Stop()
+	for {
+		p.writeTimer.Reset(p.limits.WriteTimeout)
+		err := p.conn.setHold(len(p.queue) > 0)
+		if err == nil {
+			err = p.ws.Write(context.Background(), websocket.MessageBinary, *buf)
+		}
+		p.queuedBytes.Add(-int64(len(*buf)))
+		putBuf(buf)
+		if err != nil {
+			return err
+		}
 		p.stats.sent.Add(1)
+		select {
+		case buf = <-p.queue:
+		default:
+			return p.conn.setHold(false)
+		}
 	}
-	return err
 }
 
 // checkIdle pings a connection silent since the last check, and closes one

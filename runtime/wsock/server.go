@@ -1,6 +1,7 @@
 package wsock
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"log/slog"
@@ -43,6 +44,9 @@ type ServerConfig struct {
 	Log *slog.Logger
 }
 
+// batchConnKey finds a request's connection in its context.
+type batchConnKey struct{}
+
 // Server is a beacon's WebSocket endpoint. Connections are numbered from 1
 // and numbers are not reused while open.
 type Server struct {
@@ -75,10 +79,11 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	tcp, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, err
 	}
+	var ln net.Listener = batchListener{tcp}
 	if cfg.TLS != nil {
 		tlsCfg := cfg.TLS.Clone()
 		// WebSocket upgrades need HTTP/1.1.
@@ -91,6 +96,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if t, ok := c.(*tls.Conn); ok {
+				c = t.NetConn()
+			}
+			return context.WithValue(ctx, batchConnKey{}, c.(*batchConn))
+		},
 	}
 	s.wg.Add(1)
 	go func() {
@@ -138,7 +149,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.release(id)
 		return
 	}
-	p := newPipe(ws, s.cfg.Limits, &s.stats)
+	p := newPipe(ws, r.Context().Value(batchConnKey{}).(*batchConn), s.cfg.Limits, &s.stats)
 	if !s.register(id, p) {
 		p.close(ErrClosed)
 		p.wait()

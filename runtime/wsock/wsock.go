@@ -10,7 +10,9 @@
 // Every connection has a bounded send queue drained by one writer
 // goroutine, so Send never waits for a slow peer: when the queue is full
 // the datagram is dropped and counted, as on a congested UDP path, and a
-// peer that accepts nothing for WriteTimeout is disconnected. One reader
+// peer that accepts nothing for WriteTimeout is disconnected. A run of
+// queued datagrams leaves in one write system call, still one message
+// each. One reader
 // goroutine hands each message to the Deliver callback. A connection that
 // stays silent is pinged and closed if the pong does not come. A message
 // that is too large or not binary closes its connection, nothing else.
