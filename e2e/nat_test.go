@@ -3,6 +3,9 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"net/netip"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -151,4 +154,106 @@ func sortedKeys[V any](m map[string]V) []string {
 
 func configBeacon(b *cluster.Node) config.BeaconRef {
 	return config.BeaconRef{Address: b.Endpoint().String()}
+}
+
+// TestUDPBlockedSiteJoinsOverWebSocket: a node whose firewall lets only
+// TCP 443 out reaches the beacon over WebSocket and everyone else through
+// the beacon's relay; pings and an iperf3 run cross it.
+func TestUDPBlockedSiteJoinsOverWebSocket(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "d": netlab.UDPBlocked})
+	ws := netip.AddrPortFrom(n.beacon.Host.Addr, 443)
+	n.beacon.Config.Beacon.WebSocket.Listen = ws.String()
+	for _, node := range n.nodes {
+		node.Config.Beacons[0].WebSocket = "ws://" + ws.String() + "/burrow"
+	}
+	start := time.Now()
+	startAll(t, n.net)
+	d, a := n.nodes["d"], n.nodes["a"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "d's beacon link over WebSocket", func() bool {
+		return pathBetween(d, n.beacon) == "websocket"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("d linked to the beacon over WebSocket %v after start", time.Since(start).Round(100*time.Millisecond))
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(n.net.Nodes) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.WaitFor(ctxFor(t, 30*time.Second), "d-a over the relay", func() bool {
+		return pathBetween(d, a) == "relay" && pathBetween(a, d) == "relay"
+	}); err != nil {
+		t.Fatalf("%v (now %q/%q)", err, pathBetween(d, a), pathBetween(a, d))
+	}
+	pingAll(t, n.net.Nodes, 60*time.Second)
+	if _, err := netlab.StartIperf3Server(a.Host); err != nil {
+		t.Fatal(err)
+	}
+	res, err := netlab.Iperf3(ctxFor(t, 30*time.Second), d.Host, a.Address.Addr(), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("iperf3 d -> a over WebSocket and relay: %.0f Mbit/s", res.BitsPerSecond/1e6)
+}
+
+// TestTURNRelaysBetweenSymmetricNATs: with the beacon relaying nothing,
+// two nodes behind symmetric NATs reach each other through a standard TURN
+// server (Debian's coturn, started by the test).
+func TestTURNRelaysBetweenSymmetricNATs(t *testing.T) {
+	if _, err := exec.LookPath("turnserver"); err != nil {
+		t.Skip("skipping: coturn's turnserver is not installed (apt-get install coturn)")
+	}
+	n := newNATNetwork(t, map[string]netlab.NAT{"c1": netlab.Symmetric, "c2": netlab.Symmetric})
+	turnHost, err := n.lab.AddHost("turn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := turnHost.Addr.String()
+	if _, err := turnHost.Start("turnserver", "-n", "--listening-ip="+addr, "--relay-ip="+addr, "--listening-port=3478",
+		"--lt-cred-mech", "--user=burrow:secret", "--realm=burrow", "--no-tls", "--no-dtls", "--no-cli",
+		"--pidfile="+filepath.Join(n.lab.LogDir(), "turn.pid"), "--log-file=stdout", "--simple-log"); err != nil {
+		t.Fatal(err)
+	}
+	if err := turnHost.WaitListening(ctxFor(t, 10*time.Second), "udp", 3478); err != nil {
+		t.Fatal(err)
+	}
+	off := false
+	n.beacon.Config.Relay.Enabled = &off
+	for _, name := range []string{"c1", "c2"} {
+		n.nodes[name].Config.TURN = &config.TURN{Server: addr + ":3478", Username: "burrow", Password: "secret"}
+	}
+	startAll(t, n.net)
+	c1, c2 := n.nodes["c1"], n.nodes["c2"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "c1-c2 linked", func() bool {
+		return pathBetween(c1, c2) != "" && pathBetween(c2, c1) != ""
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("c1-c2 paths: %s / %s", pathBetween(c1, c2), pathBetween(c2, c1))
+	if p1, p2 := pathBetween(c1, c2), pathBetween(c2, c1); p1 != "turn" && p2 != "turn" {
+		t.Errorf("neither end uses TURN (%s / %s), yet symmetric NATs and no beacon relay leave nothing else", p1, p2)
+	}
+	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), c1.Host, c2.Address.Addr(), 20, 10*time.Millisecond); err != nil || r.Received != 20 {
+		t.Fatalf("c1-c2 ping through TURN: %+v %v", r, err)
+	}
+}
+
+// TestLinksSurviveANATMappingChange: flushing a router's connection
+// tracking gives its node new mappings; its links follow and keep working.
+func TestLinksSurviveANATMappingChange(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "b": netlab.EndpointIndependent, "c1": netlab.Symmetric})
+	startAll(t, n.net)
+	a, b, c1 := n.nodes["a"], n.nodes["b"], n.nodes["c1"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-b direct", func() bool {
+		return pathBetween(a, b) == "direct" && pathBetween(b, a) == "direct"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	pingAll(t, n.net.Nodes, 60*time.Second)
+	for _, site := range []string{"a", "c1"} {
+		if err := n.sites[site].FlushConntrack(); err != nil {
+			t.Fatal(err)
+		}
+		flushed := time.Now()
+		pingAll(t, []*cluster.Node{a, b, c1, n.beacon}, 30*time.Second)
+		t.Logf("after flushing %s's router, all pairs ping again within %v", site, time.Since(flushed).Round(100*time.Millisecond))
+	}
 }

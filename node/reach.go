@@ -160,7 +160,7 @@ func (n *Node) reachTick(now time.Time) {
 		r.failedUDP = 0
 	}
 	b := r.cfg.Beacons[r.next%len(r.cfg.Beacons)]
-	r.dial = n.links.AddDial([]link.Endpoint{link.UDPEndpoint(b.Addr)}, link.DialOptions{Attempts: 3}, now)
+	r.dial = n.links.AddDial([]link.Endpoint{link.UDPEndpoint(b.Addr)}, link.DialOptions{Attempts: 2}, now)
 }
 
 // StreamUp tells the core a stream to beacon i is open: it links over it.

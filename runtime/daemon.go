@@ -61,6 +61,7 @@ type Daemon struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	err     error
+	tr      transports
 }
 
 const (
@@ -140,6 +141,9 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	if d.control, err = listenControl(cfg.ControlSocket, d); err != nil {
 		return nil, err
 	}
+	if err := d.startTransports(cfg); err != nil {
+		return nil, err
+	}
 	d.tapBuf = make([]byte, l2.VirtioNetHdrLen+65536)
 
 	now := time.Now()
@@ -195,6 +199,7 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	d.wg.Add(2 + queues)
 	go d.runCore(ctx)
 	go d.runSocketReader()
+	d.allocateTURN(ctx)
 	for i := range queues {
 		go d.runTAPReader(d.dev.Queue(i))
 	}
@@ -302,6 +307,7 @@ func (d *Daemon) closeIO() {
 	if d.control != nil {
 		d.control.close()
 	}
+	d.closeTransports()
 	if d.conn != nil {
 		d.conn.Close()
 	}
@@ -378,9 +384,13 @@ func (o *coreOutput) SendDatagram(to link.Endpoint, b []byte) {
 // sendOne sends one datagram on whichever transport its endpoint names.
 func (d *Daemon) sendOne(to link.Endpoint, b []byte) {
 	var err error
-	switch to.Via {
-	case link.UDP:
+	switch {
+	case to.Via == link.UDP:
 		err = d.conn.WriteTo(b, to.Addr)
+	case to.Via == link.TURN && d.tr.turn != nil:
+		err = d.tr.turn.Send(to.Addr, b)
+	case to.Via == link.Stream:
+		err = d.sendStream(to.Stream, b)
 	default:
 		err = fmt.Errorf("no %v transport on this node", to.Path())
 	}

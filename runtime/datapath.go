@@ -9,6 +9,7 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/runtime/tap"
+	"burrow/runtime/turnc"
 	"burrow/runtime/udpio"
 )
 
@@ -66,6 +67,19 @@ func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
 	}
 }
 
+// newTAPWriter makes a writer to the TAP's first queue (a no-op without a
+// TAP); coalesce is for the socket reader, which gets batches to merge.
+func (d *Daemon) newTAPWriter(coalesce bool) *tapWriter {
+	tw := &tapWriter{d: d, buf: make([]byte, l2.VirtioNetHdrLen+65536)}
+	if d.dev != nil {
+		tw.q = d.dev.Queue(0)
+		if coalesce && d.dev.Offloads().VnetHdr {
+			tw.gro = l2.NewCoalescer(256, 512<<10)
+		}
+	}
+	return tw
+}
+
 func (t *tapWriter) flush() {
 	if t.gro != nil {
 		t.gro.Flush(t.write)
@@ -80,13 +94,7 @@ func (t *tapWriter) write(pkt []byte) error {
 // runSocketReader moves datagrams from the socket to the TAP (or onwards).
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
-	tw := &tapWriter{d: d, buf: make([]byte, l2.VirtioNetHdrLen+65536)}
-	if d.dev != nil {
-		tw.q = d.dev.Queue(0)
-		if d.dev.Offloads().VnetHdr {
-			tw.gro = l2.NewCoalescer(256, 512<<10)
-		}
-	}
+	tw := d.newTAPWriter(true)
 	w := d.newWorker(tw)
 	dp := d.node.Dataplane()
 	msgs := make([]udpio.Message, rxBatch)
@@ -115,6 +123,15 @@ func (d *Daemon) runSocketReader() {
 			for len(data) > 0 {
 				one := data[:min(seg, len(data))]
 				data = data[len(one):]
+				if d.tr.turn != nil && m.Addr == d.tr.turn.Server() {
+					switch kind, peer, payload := d.tr.turn.HandleFromServer(one); kind {
+					case turnc.PeerData:
+						dp.FromNetwork(w, link.Endpoint{Via: link.TURN, Addr: peer}, payload, now)
+						continue
+					case turnc.Control:
+						continue
+					}
+				}
 				dp.FromNetwork(w, from, one, now)
 			}
 		}
