@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -25,12 +26,15 @@ var natKinds = []natKind{
 	{"public", netlab.NoNAT, false},
 	{"endpoint-independent", netlab.EndpointIndependent, true},
 	{"symmetric", netlab.Symmetric, true},
+	{"udp-blocked", netlab.UDPBlocked, true},
 }
 
 // expectedPath is what burrow must establish between two kinds.
 func expectedPath(a, b string) string {
 	pair := map[string]bool{a: true, b: true}
 	switch {
+	case pair["udp-blocked"]:
+		return "relay" // over WebSocket to the beacon, relayed from there
 	case pair["symmetric"] && (pair["endpoint-independent"] || a == b):
 		return "relay" // each side's mapping is unknown to the other's filter
 	}
@@ -56,6 +60,8 @@ func TestNATMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	beacon.Config.Beacon.Enabled = true
+	ws := netip.AddrPortFrom(bh.Addr, 443)
+	beacon.Config.Beacon.WebSocket.Listen = ws.String()
 	kindOf := map[*cluster.Node]string{}
 	i := 1
 	for _, k := range natKinds {
@@ -88,7 +94,7 @@ func TestNATMatrix(t *testing.T) {
 		node.Config.Overlay.Successors = len(nw.Nodes) - 1
 		node.Config.Overlay.Stabilize = time.Second
 		if node != beacon {
-			node.Config.Beacons = []config.BeaconRef{{Address: beacon.Endpoint().String()}}
+			node.Config.Beacons = []config.BeaconRef{{Address: beacon.Endpoint().String(), WebSocket: "ws://" + ws.String() + "/burrow"}}
 		}
 	}
 	start := time.Now()
