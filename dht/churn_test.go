@@ -289,10 +289,10 @@ func TestChurnKeepsAcknowledgedWritesAndLeasesExclusive(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		runChurn(t, churnParams{
 			seed:       rapid.Uint64().Draw(t, "seed"),
-			nodes:      rapid.IntRange(6, 14).Draw(t, "nodes"),
+			nodes:      rapid.IntRange(6, 30).Draw(t, "nodes"),
 			keys:       rapid.IntRange(1, 5).Draw(t, "keys"),
-			departures: rapid.IntRange(0, 6).Draw(t, "departure groups"),
-			joins:      rapid.IntRange(0, 6).Draw(t, "joins"),
+			departures: rapid.IntRange(0, 9).Draw(t, "departure groups"),
+			joins:      rapid.IntRange(0, 12).Draw(t, "joins"),
 			loss:       rapid.SampledFrom([]float64{0, 0.01, 0.05}).Draw(t, "loss"),
 		})
 	})

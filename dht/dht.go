@@ -19,7 +19,7 @@ const (
 	NotFound               // no live record
 	Denied                 // the record belongs to Owner, not to the caller
 	TooLarge               // the value exceeds Config.MaxValueLen
-	Full                   // the primary or a replica holds as many records as it may
+	Full                   // the primary holds as many records as it may; from a replica at its cap, the write may still surface, as with Timeout
 	Invalid                // empty or oversize key, or a TTL that is not positive
 	Timeout                // no answer in time; a write may or may not have happened
 	Busy                   // too many operations queued on the key; try again later
@@ -228,9 +228,6 @@ func New(env Env, cfg Config, now time.Time) (*Participant, error) {
 	p.nextSweep = now
 	return p, nil
 }
-
-// Config returns the configuration in effect, defaults filled in.
-func (p *Participant) Config() Config { return p.cfg }
 
 // run executes f now, or after the call in progress when called from
 // inside one, then delivers the callbacks that became due.

@@ -31,11 +31,15 @@
 //
 // A write is acknowledged only once every replica the primary currently
 // has (up to r−1 successors) stored it, so an acknowledged write survives
-// the silent failure of fewer than r adjacent nodes. Timeout means the
-// outcome is unknown: the write may or may not have happened. Retries of
-// one request are recognised: a PutIfAbsent by the same owner with the same
-// value answers OK again, and other writes are answered from a short
-// per-request cache.
+// the silent failure of fewer than r adjacent nodes. An answer read from
+// the primary's copy (Get, Exists, Denied, NotFound) is likewise given only
+// after the replicas confirmed they know nothing newer: a node that has
+// just become primary may not yet have heard of a write its predecessor in
+// that role accepted. So every operation costs one round trip from the
+// primary to its replicas. Timeout means the outcome is unknown: a write
+// may or may not have happened. Retries of one request are recognised: a
+// PutIfAbsent by the same owner with the same value answers OK again, and
+// other writes are answered from a short per-request cache.
 //
 // Leases are conservative: lifetimes travel as remaining durations, so a
 // copy received later lives a little longer than its source, and the

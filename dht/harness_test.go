@@ -196,8 +196,8 @@ func (r *simRing) leave(n *simNode) {
 // learn adds or removes id from n's view and tells the participant when
 // its neighbourhood changed.
 func (n *simNode) learn(id nid.ID, present bool) {
-	if !n.alive {
-		return
+	if !n.alive || present && !n.ring.nodes[id].alive {
+		return // news of a join that arrives after the node already left
 	}
 	beforeSucc, beforePred := n.Successors(n.ring.succs), n.pred()
 	i, found := slices.BinarySearchFunc(n.view, id, nid.ID.Compare)

@@ -264,14 +264,19 @@ func (s *Server) assignable(ip netip.Addr) bool {
 // frame was a DHCP packet for this server, which the node must then not
 // forward; answers go out through the output callback.
 func (s *Server) HandleFrame(frame []byte, now time.Time) bool {
-	d, err := udp4.Parse(frame)
-	if err != nil || d.Dst.Port() != dhcpv4.ServerPort {
+	dst, ok := udp4.Peek(frame)
+	if !ok || dst.Port() != dhcpv4.ServerPort {
 		return false
 	}
-	switch d.Dst.Addr() {
+	switch dst.Addr() {
 	case limitedBroadcast, s.bcast, s.cfg.ServerIP:
 	default:
 		return false // unicast to some other server on the segment
+	}
+	d, err := udp4.Parse(frame)
+	if err != nil {
+		s.stats.Ignored++
+		return true
 	}
 	req, err := dhcpv4.FromBytes(d.Payload)
 	if err != nil || req.OpCode != dhcpv4.OpcodeBootRequest || req.HWType != iana.HWTypeEthernet ||

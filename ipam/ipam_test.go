@@ -603,3 +603,27 @@ func TestReturningClientKeepsItsAddressWhenAnEarlierOneFrees(t *testing.T) {
 		t.Fatalf("rediscovered %s %v, want its address %v", c.state, c.ip, kept)
 	}
 }
+
+// Every frame from the TAP passes through HandleFrame, so frames that are
+// not DHCP must cost no allocation.
+func TestOtherFramesCostNoAllocation(t *testing.T) {
+	r := newRig(t, 13, 1, baseConfig())
+	s := r.servers[0]
+	data, _ := udp4.Append(nil, udp4.Datagram{Src: netip.MustParseAddrPort("10.5.0.9:40000"), Dst: netip.MustParseAddrPort("10.5.0.10:5201"), Payload: make([]byte, 1400)})
+	tcp := bytes.Clone(data)
+	tcp[l2.EthernetHeaderLen+9] = 6
+	for name, f := range map[string][]byte{"UDP data": data, "TCP data": tcp} {
+		if n := testing.AllocsPerRun(100, func() { s.HandleFrame(f, r.now) }); n != 0 {
+			t.Errorf("%s: %v allocations per frame", name, n)
+		}
+	}
+}
+
+func BenchmarkHandleFrameNotDHCP(b *testing.B) {
+	s, _ := NewServer(baseConfig(), dhttest.NewStore(1).Client(nid.ID{}), func([]byte) {}, nil)
+	frame, _ := udp4.Append(nil, udp4.Datagram{Src: netip.MustParseAddrPort("10.5.0.9:40000"), Dst: netip.MustParseAddrPort("10.5.0.10:5201"), Payload: make([]byte, 1400)})
+	b.ReportAllocs()
+	for b.Loop() {
+		s.HandleFrame(frame, start)
+	}
+}

@@ -82,6 +82,8 @@ const (
 	maxPending = 256
 	// ednsSize is the UDP payload size announced in EDNS answers.
 	ednsSize = 1232
+	// dhcpServerPort is left alone, for a DHCP server on the same address.
+	dhcpServerPort = 67
 )
 
 // ForwardRequest is a query for a name outside the domain, to be sent to
@@ -187,7 +189,9 @@ func (r *Resolver) key(name string) string {
 
 // HandleFrame takes a frame read from the TAP. It reports whether the
 // frame was for the DNS server — an ARP request for its address, or an
-// IPv4 packet to it — which the node must then not forward.
+// IPv4 packet to it other than DHCP — which the node must then not
+// forward. The DHCP server (package ipam) may use the same address, so
+// that this ARP answer also serves its unicast renewals.
 func (r *Resolver) HandleFrame(frame []byte, now time.Time) bool {
 	eth, err := l2.ParseEthernet(frame)
 	if err != nil || eth.Tagged {
@@ -202,6 +206,9 @@ func (r *Resolver) HandleFrame(frame []byte, now time.Time) bool {
 			return false
 		}
 		d, err := udp4.Parse(frame)
+		if err == nil && d.Dst.Port() == dhcpServerPort {
+			return false // DHCP may share the address; it is the DHCP server's
+		}
 		if err != nil || d.Dst.Port() != 53 {
 			r.stats.Dropped++ // only DNS over UDP lives at this address
 			return true
@@ -630,6 +637,8 @@ func (r *Resolver) claim(g *registration, now time.Time) {
 			}
 			g.holder, g.theirs = res.Owner, decodeAddrs(res.Value)
 			r.settle(g, Conflict, res.At.Add(r.cfg.NameTTL/3))
+		case res.Status == dht.TooLarge || res.Status == dht.Invalid:
+			r.settle(g, Invalid, time.Time{}) // the DHT's limits are tighter than ours
 		default:
 			r.settle(g, Retrying, res.At.Add(retryInterval))
 		}

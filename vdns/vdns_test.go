@@ -361,6 +361,11 @@ func TestInvalidRegistrationsAreRefused(t *testing.T) {
 	if res := r.last(0, "noaddr"); res.State != Invalid {
 		t.Errorf("no addresses: %+v", res)
 	}
+	r.store.MaxValueLen = 10 // a DHT with a tighter value limit
+	r.register(0, "long", "10.5.0.7", "10.5.0.8")
+	if res := r.last(0, "long"); res.State != Invalid || !r.resolvers[0].NextDeadline().IsZero() {
+		t.Errorf("value over the DHT's limit: %+v", res)
+	}
 }
 
 func TestUnknownNamesAndOutsideNames(t *testing.T) {
@@ -481,6 +486,10 @@ func TestMalformedQueriesGetFormErrOrNothing(t *testing.T) {
 	if !res.HandleFrame(tcp, r.now) {
 		t.Fatal("TCP to the DNS address not consumed")
 	}
+	dhcp, _ := udp4.Append(nil, udp4.Datagram{SrcMAC: clientMAC, DstMAC: serverMAC, Src: netip.MustParseAddrPort("10.5.3.9:68"), Dst: netip.AddrPortFrom(serverIP, 67), Payload: []byte("renew")})
+	if res.HandleFrame(dhcp, r.now) {
+		t.Fatal("DHCP to the shared address consumed")
+	}
 }
 
 func TestLargeAnswersAreTruncatedToWhatTheClientAccepts(t *testing.T) {
@@ -551,4 +560,28 @@ func FuzzHandleFrame(f *testing.F) {
 			r.checkAnswer(frame)
 		}
 	})
+}
+
+// Every frame from the TAP passes through HandleFrame, so frames that are
+// not for the DNS address must cost no allocation.
+func TestOtherFramesCostNoAllocation(t *testing.T) {
+	r := newRig(t, 1, baseConfig())
+	res := r.resolvers[0]
+	data, _ := udp4.Append(nil, udp4.Datagram{Src: clientIP, Dst: netip.MustParseAddrPort("10.5.0.10:5201"), Payload: make([]byte, 1400)})
+	arp := l2.Ethernet{Dst: l2.Broadcast, Src: clientMAC, EtherType: l2.EtherTypeARP}.AppendHeader(nil)
+	arp, _ = l2.AppendARP(arp, l2.ARP{Op: l2.ARPRequest, SenderMAC: clientMAC, SenderIP: netip.MustParseAddr("10.5.3.9"), TargetIP: netip.MustParseAddr("10.5.3.10")})
+	for name, f := range map[string][]byte{"UDP data": data, "ARP for another host": arp} {
+		if n := testing.AllocsPerRun(100, func() { res.HandleFrame(f, r.now) }); n != 0 {
+			t.Errorf("%s: %v allocations per frame", name, n)
+		}
+	}
+}
+
+func BenchmarkHandleFrameNotDNS(b *testing.B) {
+	res, _ := New(baseConfig(), nid.ID{}, dhttest.NewStore(1).Client(nid.ID{}), func([]byte) {}, nil, nil)
+	frame, _ := udp4.Append(nil, udp4.Datagram{Src: clientIP, Dst: netip.MustParseAddrPort("10.5.0.10:5201"), Payload: make([]byte, 1400)})
+	b.ReportAllocs()
+	for b.Loop() {
+		res.HandleFrame(frame, start)
+	}
 }

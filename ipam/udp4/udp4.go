@@ -50,6 +50,22 @@ var (
 	ErrFragment  = errors.New("udp4: IPv4 fragment")
 )
 
+// Peek returns the destination of an untagged UDP-over-IPv4 frame without
+// validating the rest, so that a service can pass over frames that are not
+// its own — every frame from the TAP — before paying for Parse.
+func Peek(frame []byte) (netip.AddrPort, bool) {
+	const ip = l2.EthernetHeaderLen
+	if len(frame) < ip+IPv4HeaderLen || l2.EtherType(binary.BigEndian.Uint16(frame[12:14])) != l2.EtherTypeIPv4 ||
+		frame[ip+9] != protoUDP || binary.BigEndian.Uint16(frame[ip+6:])&0x1fff != 0 {
+		return netip.AddrPort{}, false // not UDP, or a later fragment without a UDP header
+	}
+	udp := ip + int(frame[ip]&0x0f)*4
+	if len(frame) < udp+UDPHeaderLen {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(frame[ip+16:ip+20])), binary.BigEndian.Uint16(frame[udp+2:])), true
+}
+
 // Parse reads a UDP datagram from an untagged Ethernet frame.
 func Parse(frame []byte) (Datagram, error) {
 	var d Datagram

@@ -47,6 +47,9 @@ func TestAppendParseRoundTrip(t *testing.T) {
 		if !checksumsValid(frame) {
 			t.Fatal("checksums do not verify")
 		}
+		if dst, ok := Peek(frame); !ok || dst != d.Dst {
+			t.Fatalf("Peek = %v, %v", dst, ok)
+		}
 		back, err := Parse(frame)
 		if err != nil {
 			t.Fatal(err)
@@ -96,6 +99,20 @@ func TestParseRejectsMalformedFrames(t *testing.T) {
 	for name, c := range cases {
 		if _, err := Parse(c.frame); err != c.want {
 			t.Errorf("%s: %v, want %v", name, err, c.want)
+		}
+	}
+}
+
+func TestPeekPassesOverOtherFrames(t *testing.T) {
+	d := Datagram{Src: netip.MustParseAddrPort("10.0.0.1:68"), Dst: netip.MustParseAddrPort("10.0.0.2:67")}
+	good, _ := Append(nil, d)
+	later := bytes.Clone(good)
+	later[l2.EthernetHeaderLen+7] = 8 // fragment offset 64 bytes: no UDP header here
+	tcp := bytes.Clone(good)
+	tcp[l2.EthernetHeaderLen+9] = 6
+	for name, f := range map[string][]byte{"later fragment": later, "TCP": tcp, "short": good[:30], "empty": nil} {
+		if _, ok := Peek(f); ok {
+			t.Errorf("Peek accepted %s", name)
 		}
 	}
 }
