@@ -49,9 +49,10 @@ type Config struct {
 	TURN *TURN `yaml:"turn"`
 	NAT  NAT   `yaml:"nat"`
 	// ControlSocket is where `burrow status` reaches the daemon.
-	ControlSocket string  `yaml:"control_socket"`
-	Metrics       Metrics `yaml:"metrics"`
-	Log           Log     `yaml:"log"`
+	ControlSocket string    `yaml:"control_socket"`
+	Metrics       Metrics   `yaml:"metrics"`
+	Dashboard     Dashboard `yaml:"dashboard"`
+	Log           Log       `yaml:"log"`
 
 	// Derived by Load.
 	ListenAddr netip.AddrPort `yaml:"-"`
@@ -145,6 +146,15 @@ type OnDemand struct {
 // Metrics configures the Prometheus endpoint.
 type Metrics struct {
 	// Listen is the TCP address:port serving /metrics; empty turns it off.
+	Listen string `yaml:"listen"`
+
+	ListenAddr netip.AddrPort `yaml:"-"`
+}
+
+// Dashboard configures the web page showing the node and the overlay.
+type Dashboard struct {
+	// Listen is the TCP address:port serving the dashboard; empty turns it
+	// off.
 	Listen string `yaml:"listen"`
 
 	ListenAddr netip.AddrPort `yaml:"-"`
@@ -398,6 +408,16 @@ func (c *Config) validate() error {
 			return fieldErr("metrics.listen", "%q is not an address:port such as 127.0.0.1:9101 (leave it empty to serve no metrics)", c.Metrics.Listen)
 		}
 		c.Metrics.ListenAddr = ap
+	}
+	if c.Dashboard.Listen != "" {
+		ap, err := netip.ParseAddrPort(c.Dashboard.Listen)
+		if err != nil || ap.Port() == 0 {
+			return fieldErr("dashboard.listen", "%q is not an address:port such as 127.0.0.1:8080 (leave it empty to serve no dashboard)", c.Dashboard.Listen)
+		}
+		if ap == c.Metrics.ListenAddr {
+			return fieldErr("dashboard.listen", "%s is also metrics.listen; give each its own port", c.Dashboard.Listen)
+		}
+		c.Dashboard.ListenAddr = ap
 	}
 	switch c.Log.Level {
 	case "debug", "info", "warn", "error":

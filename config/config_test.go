@@ -62,6 +62,10 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "metrics: {listen: 9101}\n", "metrics.listen"},
 		{minimal + "metrics: {listen: \"localhost:9101\"}\n", "metrics.listen"},
 		{minimal + "metrics: {listen: \"127.0.0.1:0\"}\n", "metrics.listen"},
+		{minimal + "dashboard: {listen: 8080}\n", "dashboard.listen"},
+		{minimal + "dashboard: {listen: \"localhost:8080\"}\n", "dashboard.listen"},
+		{minimal + "dashboard: {listen: \"127.0.0.1:0\"}\n", "dashboard.listen"},
+		{minimal + "metrics: {listen: \"127.0.0.1:9101\"}\ndashboard: {listen: \"127.0.0.1:9101\"}\n", "dashboard.listen"},
 		{minimal + "log: {level: loud}\n", "log.level"},
 		{minimal + "log: {format: xml}\n", "log.format"},
 		{minimal + "overlay: {bootstrap: [somewhere]}\n", "overlay.bootstrap[0]"},
@@ -98,6 +102,23 @@ func TestMetricsAreOffByDefaultAndParseAnAddress(t *testing.T) {
 	}
 	if c.Metrics.ListenAddr.String() != "[::1]:9101" {
 		t.Fatalf("metrics.listen decoded as %v", c.Metrics.ListenAddr)
+	}
+}
+
+func TestDashboardIsOffByDefaultAndParsesAnAddress(t *testing.T) {
+	c, err := Parse([]byte(minimal))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dashboard.Listen != "" || c.Dashboard.ListenAddr.IsValid() {
+		t.Fatalf("dashboard on by default: %+v", c.Dashboard)
+	}
+	c, err = Parse([]byte(minimal + "dashboard: {listen: \"127.0.0.1:8080\"}\nmetrics: {listen: \"127.0.0.1:9101\"}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dashboard.ListenAddr.String() != "127.0.0.1:8080" {
+		t.Fatalf("dashboard.listen decoded as %v", c.Dashboard.ListenAddr)
 	}
 }
 

@@ -301,6 +301,12 @@ metrics:
   # it on loopback: the metrics name the network's members.
   # listen: 127.0.0.1:9101
 
+dashboard:
+  # Serve a live web page of this node and the overlay ring at
+  # http://LISTEN/; empty is off. Keep it on loopback: it names the
+  # network's members and their addresses.
+  # listen: 127.0.0.1:8080
+
 log:
   # debug, info, warn or error.
 {{- if .LogLevel}}

@@ -44,11 +44,17 @@ func runDaemon(cfg *config.Config) error {
 		return err
 	}
 	defer metricsEndpoint.close()
+	dashboardEndpoint, err := listenDashboard(cfg)
+	if err != nil {
+		return err
+	}
+	defer dashboardEndpoint.close()
 	d, err := runtime.Start(cfg, log)
 	if err != nil {
 		return err
 	}
 	metricsEndpoint.serve(d, log)
+	dashboardEndpoint.serve(d, log)
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	select {
