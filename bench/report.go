@@ -24,9 +24,11 @@ type Machine struct {
 	Kernel      string
 	CPUModel    string
 	CPUs        int
-	// Commit is burrow's commit, empty outside a git work tree.
-	Commit string
-	Burrow string
+	// Commit is burrow's commit, empty outside a git work tree; Modified
+	// says the work tree's tracked files differ from it.
+	Commit   string
+	Modified bool
+	Burrow   string
 }
 
 // DescribeMachine gathers the header facts of the machine and of the
@@ -41,6 +43,11 @@ func DescribeMachine(commandLine, burrow string) Machine {
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(out))
+	}
+	// Without optional locks: the index lock would get in the way of
+	// whoever commits meanwhile.
+	if out, err := exec.Command("git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=no").Output(); err == nil {
+		m.Modified = len(out) > 0
 	}
 	return m
 }
@@ -60,14 +67,7 @@ func cpuModel(cpuinfo string) string {
 func (r *Report) Markdown(m Machine) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Run of %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(&b, "- command: `%s`\n", m.CommandLine)
-	fmt.Fprintf(&b, "- kernel %s; CPU: %d × %s; one-minute load average %s at the start, %s at the end\n",
-		m.Kernel, m.CPUs, m.CPUModel, r.LoadBefore, r.LoadAfter)
-	commit := m.Commit
-	if commit == "" {
-		commit = "unknown (not run in a git work tree)"
-	}
-	fmt.Fprintf(&b, "- burrow commit %s, binary %s\n", commit, m.Burrow)
+	b.WriteString(machineLines(m, r.LoadBefore, r.LoadAfter))
 	for _, res := range r.Results {
 		if res.Version != "" {
 			fmt.Fprintf(&b, "- %s: %s\n", res.Title, res.Version)
@@ -88,6 +88,21 @@ func (r *Report) Markdown(m Machine) string {
 	}
 	b.WriteString(notMeasured(r.Results))
 	return b.String()
+}
+
+// machineLines is the header shared by every kind of run.
+func machineLines(m Machine, loadBefore, loadAfter string) string {
+	commit := m.Commit
+	switch {
+	case commit == "":
+		commit = "unknown (not run in a git work tree)"
+	case m.Modified:
+		commit += " with uncommitted changes in the work tree"
+	}
+	return fmt.Sprintf("- command: `%s`\n"+
+		"- kernel %s; CPU: %d × %s; one-minute load average %s at the start, %s at the end\n"+
+		"- burrow commit %s, binary %s\n",
+		m.CommandLine, m.Kernel, m.CPUs, m.CPUModel, loadBefore, loadAfter, commit, m.Burrow)
 }
 
 // resultTable is the main table: one row per VPN that ran.
@@ -148,12 +163,6 @@ func ratioTable(results []*Result) string {
 // targetList checks burrow's measured numbers against its targets.
 func targetList(r *Report) string {
 	var b strings.Builder
-	verdict := func(met bool) string {
-		if met {
-			return "met"
-		}
-		return "missed"
-	}
 	burrow := find(r.Results, burrowPeer.name)
 	if burrow != nil && burrow.measured() {
 		if reference := find(r.Results, upstreamWireguardPeer.name); reference != nil && reference.measured() {
@@ -233,6 +242,13 @@ func find(results []*Result, name string) *Result {
 		}
 	}
 	return nil
+}
+
+func verdict(met bool) string {
+	if met {
+		return "met"
+	}
+	return "missed"
 }
 
 func mib(bytes uint64) float64 { return float64(bytes) / (1 << 20) }

@@ -44,32 +44,12 @@ and appended to --out as a new section. Needs root.`,
   burrow bench --seconds 3 --peers none,burrow,wireguard-go --out ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if burrow == "" {
-				self, err := os.Executable()
-				if err != nil {
-					return err
-				}
-				burrow = self
-			}
-			binary, err := filepath.Abs(burrow)
+			binary, err := benchBinary(burrow, out)
 			if err != nil {
 				return err
 			}
-			// Fail before minutes of measuring, not after.
-			if out != "" {
-				if _, err := os.Stat(filepath.Dir(out)); err != nil {
-					return fmt.Errorf("--out: %w", err)
-				}
-			}
-			if err := netlab.Available(); err != nil {
-				return err
-			}
-			// A signal cancels the run, which then stops its processes and
-			// removes the lab before the program ends; a second signal
-			// takes its default effect.
-			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			ctx, stop := interruptible()
 			defer stop()
-			context.AfterFunc(ctx, stop)
 			machine := bench.DescribeMachine(commandLine(os.Args), binary)
 			report, err := bench.Run(ctx, bench.Options{
 				Seconds:  seconds,
@@ -78,18 +58,10 @@ and appended to --out as a new section. Needs root.`,
 				CacheDir: cacheDir,
 				Progress: cmd.ErrOrStderr(),
 			})
-			if ctx.Err() != nil {
-				return errors.New("interrupted: every process it started is stopped and its lab removed")
-			}
-			if err != nil {
+			if err := runError(ctx, err); err != nil {
 				return err
 			}
-			section := report.Markdown(machine)
-			fmt.Fprint(cmd.OutOrStdout(), "\n"+section)
-			if out == "" {
-				return nil
-			}
-			return appendSection(out, section)
+			return publish(cmd, report.Markdown(machine), out)
 		},
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
@@ -98,7 +70,112 @@ and appended to --out as a new section. Needs root.`,
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
+	cmd.AddCommand(benchPathsCommand())
 	rootCmd.AddCommand(cmd)
+}
+
+func benchPathsCommand() *cobra.Command {
+	var (
+		seconds, rounds int
+		out, burrow     string
+	)
+	cmd := &cobra.Command{
+		Use:   "paths",
+		Short: "Measure link set-up, throughput and RTT over each kind of path in a NAT lab",
+		Long: `Build a NAT lab: a beacon on the lab's internet (also serving plain ws:// on
+port 443), a and b behind endpoint-independent NATs, c1 and c2 behind
+symmetric NATs, d behind a router that lets only TCP 443 out. Every member
+knows just the beacon and links to every other member. Once every pair is on
+the path it has to take (direct, relayed by the beacon, WebSocket), measure:
+
+  - ping RTT and single-stream TCP throughput (iperf3) over a–b (direct,
+    hole-punched), c1–c2 (relayed by the beacon), d–a (WebSocket, then
+    relayed) and beacon–a (direct), each pair's path checked in both ends'
+    status before and after; the beacon's CPU-seconds per GB while it relays;
+  - link set-up: a, c1 and d are restarted in turn, --rounds times, each
+    once with the NAT routers' state for it kept and once with it cleared;
+    each link's time from the process start to up (its since in status) is
+    given per kind of path, with the handshake RTT;
+  - the beacon's peak RSS.
+
+The results, with date, command, kernel, CPU and burrow commit, are printed
+and appended to --out as a new section. Needs root and iperf3.`,
+		Example: `  go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench paths --out docs/benchmarks.md`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			binary, err := benchBinary(burrow, out)
+			if err != nil {
+				return err
+			}
+			ctx, stop := interruptible()
+			defer stop()
+			machine := bench.DescribeMachine(commandLine(os.Args), binary)
+			report, err := bench.RunPaths(ctx, bench.PathsOptions{
+				Seconds:  seconds,
+				Rounds:   rounds,
+				Burrow:   binary,
+				Progress: cmd.ErrOrStderr(),
+			})
+			if err := runError(ctx, err); err != nil {
+				return err
+			}
+			return publish(cmd, report.Markdown(machine), out)
+		},
+	}
+	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times each of a, c1 and d is restarted")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
+}
+
+// benchBinary resolves the burrow binary to measure (default: this one)
+// and checks, before minutes of measuring rather than after, that the
+// results can be written and that labs can run here.
+func benchBinary(burrow, out string) (string, error) {
+	if burrow == "" {
+		self, err := os.Executable()
+		if err != nil {
+			return "", err
+		}
+		burrow = self
+	}
+	binary, err := filepath.Abs(burrow)
+	if err != nil {
+		return "", err
+	}
+	if out != "" {
+		if _, err := os.Stat(filepath.Dir(out)); err != nil {
+			return "", fmt.Errorf("--out: %w", err)
+		}
+	}
+	return binary, netlab.Available()
+}
+
+// interruptible returns a context a signal cancels, which makes a run stop
+// its processes and remove its lab before the program ends; a second
+// signal takes its default effect.
+func interruptible() (context.Context, context.CancelFunc) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	return ctx, stop
+}
+
+// runError turns a run's outcome into the command's error.
+func runError(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return errors.New("interrupted: every process it started is stopped and its lab removed")
+	}
+	return err
+}
+
+// publish prints a report section and appends it to out, unless out is "".
+func publish(cmd *cobra.Command, section, out string) error {
+	fmt.Fprint(cmd.OutOrStdout(), "\n"+section)
+	if out == "" {
+		return nil
+	}
+	return appendSection(out, section)
 }
 
 // appendSection appends a section to the Markdown file, separated from
