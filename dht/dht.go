@@ -185,6 +185,7 @@ type Participant struct {
 
 	pred     nid.ID
 	hasPred  bool
+	handoffs []handoff
 	replicas []nid.ID // the successors last used as replicas
 
 	answers   map[answerKey]*answer // recent write answers, for retries
@@ -392,10 +393,30 @@ func (p *Participant) isPrimary(pos nid.ID) bool {
 	if pos == p.self {
 		return true
 	}
+	if _, gone := p.handedOff(pos); gone {
+		return false
+	}
 	if !p.hasPred {
 		return len(p.env.Successors(1)) == 0
 	}
 	return nid.InOpen(pos, p.pred, p.self)
+}
+
+// handoff is part of this node's arc that a newly joined predecessor took
+// over by asking for it, before this node's view shows the newcomer.
+type handoff struct {
+	from, to nid.ID // the arc (from, to]; to is the newcomer
+	until    time.Time
+}
+
+// handedOff returns the newcomer now responsible for pos, if any.
+func (p *Participant) handedOff(pos nid.ID) (nid.ID, bool) {
+	for _, h := range p.handoffs {
+		if pos == h.to || nid.InOpen(pos, h.from, h.to) {
+			return h.to, true
+		}
+	}
+	return nid.ID{}, false
 }
 
 // clientOp is an operation this node started and waits on.
@@ -461,6 +482,10 @@ func (p *Participant) issue(c *clientOp, now time.Time) {
 // route sends a request on toward pos's primary: to the successor when pos
 // falls between self and it, otherwise greedily through the overlay.
 func (p *Participant) route(pos nid.ID, m *message) {
+	if to, ok := p.handedOff(pos); ok {
+		p.send(to, true, m)
+		return
+	}
 	if succ := p.env.Successors(1); len(succ) > 0 && (pos == succ[0] || nid.InOpen(pos, p.self, succ[0])) {
 		p.send(succ[0], true, m)
 		return

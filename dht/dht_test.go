@@ -364,29 +364,65 @@ func TestLeavesHandOffTheirArc(t *testing.T) {
 // primary never saw (as when a primary joined and its views lagged). A
 // PutIfAbsent by someone else must answer Exists, not hand the key out.
 func TestPrimaryThatMissedAWriteLearnsItFromAReplica(t *testing.T) {
-	r := newTestRing(t, 10, 6, testConfig())
-	key := "missed"
-	set := r.responsibleSet(Position(key), 3)
-	primary, replica := r.nodes[set[0]], r.nodes[set[1]]
-	earlier := &wireRecord{Key: key, Owner: nid.ID{0xaa}, Version: 5 << 16, Remaining: 60000, Value: []byte("first")}
-	replica.call(func() { replica.p.merge(earlier, r.now) })
-	if primary.p.records[key] != nil {
-		t.Fatal("the primary must not have the record for this test")
+	for name, version := range map[string]uint64{
+		"older clock":        5 << 16,
+		"clock an hour fast": uint64(simEpoch.Add(time.Hour).UnixMilli()) << 16,
+	} {
+		r := newTestRing(t, 10, 6, testConfig())
+		key := "missed"
+		set := r.responsibleSet(Position(key), 3)
+		primary, replica := r.nodes[set[0]], r.nodes[set[1]]
+		earlier := &wireRecord{Key: key, Owner: nid.ID{0xaa}, Version: version, Remaining: 60000, Value: []byte("first")}
+		replica.call(func() { replica.p.merge(earlier, r.now) })
+		if primary.p.records[key] != nil {
+			t.Fatal("the primary must not have the record for this test")
+		}
+		o := putIfAbsent(r.live()[0], key, "second", time.Minute)
+		r.wait(o)
+		expect(t, name+": PutIfAbsent on a key the primary missed", o, Exists)
+		if string(o.res.Value) != "first" || o.res.Owner != (nid.ID{0xaa}) {
+			t.Fatalf("%s: Exists carries %q owner %v, want the replica's record", name, o.res.Value, o.res.Owner)
+		}
+		if c := primary.p.Stats().Conflicts; c != 1 {
+			t.Fatalf("%s: %d conflicts, want one round to learn the record", name, c)
+		}
+		r.run(3 * time.Second)
+		for _, id := range set {
+			rec := r.nodes[id].p.records[key]
+			if rec == nil || string(rec.value) != "first" {
+				t.Fatalf("%s: replica %v did not converge on the surviving record", name, id.Short())
+			}
+		}
 	}
-	o := putIfAbsent(r.live()[0], key, "second", time.Minute)
+}
+
+// TestNewcomerTakesOverBeforeItsSuccessorSeesIt: a node joins in front of
+// the primary of a key, and the old primary's view stays stale for seconds.
+// The newcomer's sync request tells the old primary to hand the arc over
+// at once, so that writes on the old primary go to the newcomer and the
+// two never serve the key side by side.
+func TestNewcomerTakesOverBeforeItsSuccessorSeesIt(t *testing.T) {
+	r := newTestRing(t, 13, 6, testConfig())
+	key := "moving"
+	old := r.nodes[r.responsibleSet(Position(key), 1)[0]]
+	o := putIfAbsent(old, key, "first", time.Minute)
 	r.wait(o)
-	expect(t, "PutIfAbsent on a key the primary missed", o, Exists)
-	if string(o.res.Value) != "first" || o.res.Owner != (nid.ID{0xaa}) {
-		t.Fatalf("Exists carries %q owner %v, want the replica's record", o.res.Value, o.res.Owner)
+	expect(t, "PutIfAbsent before the join", o, OK)
+	r.joinLag = 5 * time.Second
+	newcomer := r.addNode(Position(key), false)
+	r.run(1500 * time.Millisecond) // the newcomer's sync is done; no one knows it yet
+	if slices.Contains(old.view, newcomer.id) {
+		t.Fatal("the old primary learned of the newcomer too early for this test")
 	}
-	if primary.p.Stats().Conflicts == 0 {
-		t.Fatal("no conflict counted")
+	o = put(old, key, "second", time.Minute)
+	r.wait(o)
+	expect(t, "Put through the old primary", o, OK)
+	if rec := newcomer.p.records[key]; rec == nil || string(rec.value) != "second" {
+		t.Fatalf("the newcomer does not hold the write: %+v", rec)
 	}
-	r.run(3 * time.Second)
-	for _, id := range set {
-		rec := r.nodes[id].p.records[key]
-		if rec == nil || string(rec.value) != "first" {
-			t.Fatalf("replica %v did not converge on the surviving record", id.Short())
+	for _, n := range r.live() {
+		if c := n.p.Stats().Conflicts; c != 0 {
+			t.Fatalf("%v counted %d conflicts: two primaries served the key", n.id.Short(), c)
 		}
 	}
 }

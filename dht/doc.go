@@ -66,6 +66,12 @@
 //     arc from its r successors and holds operations on those keys until
 //     they answered or SyncTimeout passed. A new successor gets a digest at
 //     once.
+//   - The pull is also a handoff: the old primary of a newcomer's arc
+//     learns of the newcomer from its request, before its own view shows
+//     it, and from then on sends requests for that arc to the newcomer
+//     instead of serving them, so that two nodes do not act as primary
+//     for one key at once. The version check above covers what remains
+//     (a lost request, views that disagree for other reasons).
 //   - Every RefreshInterval a primary sends each replica a digest of
 //     (position, version) for its arc; the replica asks for what it lacks
 //     and pushes back what it has newer.

@@ -38,6 +38,7 @@ type simRing struct {
 	maxDelay    time.Duration
 	detectDelay time.Duration // until neighbours notice a silent failure
 	viewLag     time.Duration // spread of when each node learns a change
+	joinLag     time.Duration // extra delay before the others learn of a join
 	loss        float64       // chance that a message is lost on the way
 
 	delivered, lost int
@@ -162,7 +163,7 @@ func (r *simRing) addNode(id nid.ID, instant bool) *simNode {
 			other.learn(id, true)
 		} else {
 			o := other
-			r.at(r.now.Add(r.lag()), func() { o.learn(id, true) })
+			r.at(r.now.Add(r.joinLag+r.lag()), func() { o.learn(id, true) })
 		}
 	}
 	n.call(func() { p.RingChanged(r.now) })

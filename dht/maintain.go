@@ -19,6 +19,7 @@ type syncState struct {
 }
 
 func (p *Participant) tick(now time.Time) {
+	p.expireHandoffs(now)
 	p.tickClients(now)
 	p.retryRounds(now)
 	p.tickSyncs(now)
@@ -46,6 +47,7 @@ func (p *Participant) ringChanged(now time.Time) {
 		p.startSync(pred, p.pred, now) // the arc grew by (pred, old pred]
 	}
 	p.pred, p.hasPred = pred, hasPred
+	p.expireHandoffs(now)
 
 	targets := p.replicaTargets()
 	for _, t := range targets {
@@ -69,6 +71,14 @@ func (p *Participant) ringChanged(now time.Time) {
 		}
 	}
 	p.releaseDeferred(now)
+}
+
+// expireHandoffs drops handoffs the view has caught up with, or that
+// outlived their time.
+func (p *Participant) expireHandoffs(now time.Time) {
+	p.handoffs = slices.DeleteFunc(p.handoffs, func(h handoff) bool {
+		return !now.Before(h.until) || p.hasPred && (p.pred == h.to || nid.InOpen(p.pred, h.to, p.self))
+	})
 }
 
 func (p *Participant) startSync(from, to nid.ID, now time.Time) {
@@ -136,7 +146,19 @@ func (p *Participant) releaseDeferred(now time.Time) {
 
 // handleSyncRequest answers with every copy in the asked arc, tombstones
 // included, in batches that fit a message.
+//
+// A request from a node between this node's predecessor and itself comes
+// from a newcomer taking over part of this node's arc: from then on this
+// node stops serving that part and sends its requests to the newcomer, so
+// that the two never act as primary for the same key at once. The
+// handoff lasts until the view shows the newcomer, or two refresh
+// intervals if it never does (the newcomer died).
 func (p *Participant) handleSyncRequest(from nid.ID, m *message, now time.Time) {
+	if from == m.To && from != p.self && (!p.hasPred || nid.InOpen(from, p.pred, p.self)) {
+		if _, known := p.handedOff(from); !known {
+			p.handoffs = append(p.handoffs, handoff{from: m.From, to: m.To, until: now.Add(2 * p.cfg.RefreshInterval)})
+		}
+	}
 	var in []*record
 	for _, key := range sortedKeys(p.records) {
 		r := p.records[key]

@@ -363,6 +363,9 @@ func (p *Participant) resolveConflict(ks *keyState, theirs *wireRecord, now time
 		ks.queue = slices.Insert(ks.queue, 0, rd.req)
 	}
 	ks.round = nil
+	// Base the repair on their version too, so that the replica holding
+	// it accepts the repair even when its clock runs ahead of ours.
+	ks.maxIssued = max(ks.maxIssued, theirs.Version)
 	p.write(nil, recordFromWire(theirs, now), now)
 }
 
