@@ -60,8 +60,9 @@ type Env interface {
 	// Send delivers payload to another node's participant. With exact it
 	// goes to the node whose ID is to; otherwise it is routed greedily to
 	// the closest node preceding to (or to itself), which forwards further
-	// when it is not responsible. Send must not call back into the
-	// participant synchronously; the payload is only valid during the call.
+	// when it is not responsible. Delivery may happen during the call,
+	// even back to this participant (a nested call waits for the current
+	// one to finish); the payload is only valid during the call.
 	Send(to nid.ID, exact bool, payload []byte)
 }
 

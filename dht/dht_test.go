@@ -463,3 +463,65 @@ func TestNewRejectsImpossibleConfig(t *testing.T) {
 		}
 	}
 }
+
+// syncEnv delivers every message during Send, the way a node might when
+// the destination is itself or a direct neighbour.
+type syncEnv struct {
+	self  nid.ID
+	ring  []nid.ID
+	peers map[nid.ID]*Participant
+	now   time.Time
+}
+
+func (e *syncEnv) Self() nid.ID { return e.self }
+func (e *syncEnv) Successors(n int) []nid.ID {
+	i := slices.Index(e.ring, e.self)
+	var out []nid.ID
+	for j := 1; j < len(e.ring) && j <= n; j++ {
+		out = append(out, e.ring[(i+j)%len(e.ring)])
+	}
+	return out
+}
+func (e *syncEnv) Predecessor() (nid.ID, bool) {
+	i := slices.Index(e.ring, e.self)
+	return e.ring[(i+len(e.ring)-1)%len(e.ring)], len(e.ring) > 1
+}
+func (e *syncEnv) Send(to nid.ID, exact bool, payload []byte) {
+	dest := to
+	if !exact { // the closest node preceding to, or to itself
+		dest = e.ring[len(e.ring)-1]
+		for _, id := range e.ring {
+			if id.Compare(to) <= 0 {
+				dest = id
+			}
+		}
+	}
+	e.peers[dest].HandleMessage(e.self, payload, e.now)
+}
+
+func TestSynchronousDeliveryIsSafe(t *testing.T) {
+	ring := []nid.ID{nid.FromUint128(1<<62, 0), nid.FromUint128(2<<62, 0), nid.FromUint128(3<<62, 0)}
+	peers := make(map[nid.ID]*Participant)
+	for _, id := range ring {
+		p, err := New(&syncEnv{self: id, ring: ring, peers: peers, now: simEpoch}, testConfig(), simEpoch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		peers[id] = p
+	}
+	for _, id := range ring {
+		peers[id].RingChanged(simEpoch)
+	}
+	var got []Result
+	record := func(r Result) { got = append(got, r) }
+	for i, id := range ring {
+		peers[id].PutIfAbsent(fmt.Sprint("key-", i%2), []byte(id.Short()), time.Minute, simEpoch, record)
+	}
+	peers[ring[0]].Get("key-1", simEpoch, record)
+	if len(got) != 4 {
+		t.Fatalf("%d answers, want 4", len(got))
+	}
+	if got[0].Status != OK || got[1].Status != OK || got[2].Status != Exists || got[3].Status != OK || string(got[3].Value) != ring[1].Short() {
+		t.Fatalf("answers %+v", got)
+	}
+}

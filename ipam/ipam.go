@@ -336,11 +336,17 @@ func (s *Server) begin(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) *client {
 	return c
 }
 
-// prune forgets idle clients not heard from for an offer hold.
+// prune forgets idle clients not heard from for an offer hold, and
+// leases that ended.
 func (s *Server) prune(now time.Time) {
 	for mac, c := range s.clients {
 		if !c.busy && now.Sub(c.seen) > s.cfg.OfferHold {
 			delete(s.clients, mac)
+		}
+	}
+	for mac, l := range s.leases {
+		if !now.Before(l.Expires) {
+			delete(s.leases, mac)
 		}
 	}
 }
@@ -560,6 +566,9 @@ func (s *Server) finish(c *client, typ dhcpv4.MessageType, ip netip.Addr, lease 
 		s.stats.Offers++
 	case dhcpv4.MessageTypeAck:
 		s.stats.Acks++
+		if len(s.leases) >= maxClients {
+			s.prune(c.seen)
+		}
 		l := Lease{IP: ip, MAC: c.mac, Hostname: c.host, Expires: c.seen.Add(lease)}
 		s.leases[c.mac] = l
 		if s.cfg.OnLease != nil {

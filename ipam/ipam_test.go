@@ -12,6 +12,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 
+	"burrow/dht"
 	"burrow/dht/dhttest"
 	"burrow/ipam/udp4"
 	"burrow/l2"
@@ -531,6 +532,9 @@ func TestNonDHCPFramesAreNotConsumedAndGarbageIsNotAnswered(t *testing.T) {
 		t.Fatalf("answered garbage: %d frames, stats %+v", len(r.outbox[0]), s.Stats())
 	}
 }
+
+// The node hands its DHT participant over as the KV.
+var _ KV = (*dht.Participant)(nil)
 
 func TestNewServerValidates(t *testing.T) {
 	bad := []func(*Config){

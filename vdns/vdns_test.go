@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"burrow/dht"
 	"burrow/dht/dhttest"
 	"burrow/ipam/udp4"
 	"burrow/l2"
@@ -510,6 +511,9 @@ func TestLargeAnswersAreTruncatedToWhatTheClientAccepts(t *testing.T) {
 		t.Fatalf("EDNS: TC=%v with %d answers", m.Truncated, len(m.Answer))
 	}
 }
+
+// The node hands its DHT participant over as the KV.
+var _ KV = (*dht.Participant)(nil)
 
 func TestNewValidates(t *testing.T) {
 	bad := []func(*Config){

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"burrow/dht"
 	"burrow/dht/dhttest"
 	"burrow/nid"
 
@@ -297,6 +298,9 @@ func TestTimeoutsAreRetried(t *testing.T) {
 		t.Fatalf("status %+v: a lost answer must not count as a collision", s)
 	}
 }
+
+// The node hands its DHT participant over as the KV.
+var _ KV = (*dht.Participant)(nil)
 
 func TestNewClaimerValidates(t *testing.T) {
 	s := dhttest.NewStore(1)
