@@ -55,10 +55,8 @@ const (
 // Wire limits. The participant enforces tighter ones from its Config.
 const (
 	maxWireKey     = 255
-	maxWireValue   = 65535
 	maxWireEntries = 4096
 	recordFlagDead = 1 // tombstone
-	recordsLast    = 1 // Records flag: a sync answer's final batch
 )
 
 // Decoding errors.
