@@ -112,6 +112,7 @@ type Link struct {
 	// keeps trying them to upgrade.
 	candidates []Endpoint
 	upgradeAt  time.Time
+	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
 	up         bool
 	current    *Session   // used for sending
 	sessions   []*Session // accepted for receiving, newest last
@@ -242,8 +243,11 @@ const (
 	maxPending       = 1024
 	// sessionGrace keeps a replaced session open for late packets.
 	sessionGrace = 10 * time.Second
-	// upgradeEvery is how often a link on a relay, TURN or WebSocket path
-	// tries the peer's direct candidates again.
+	// A link on a relay, TURN or WebSocket path tries the peer's direct
+	// candidates again: soon after it came up — both ends do, at about the
+	// same time, which is what opens two NATs to each other — then less
+	// and less often, up to every upgradeEvery.
+	firstUpgrade = 200 * time.Millisecond
 	upgradeEvery = 10 * time.Second
 )
 
@@ -584,6 +588,7 @@ func (m *Manager) promote(l *Link, s *Session, now time.Time) {
 	}
 	if !l.up {
 		l.up, l.Since = true, now
+		l.upgradeAt, l.upgradeGap = now.Add(firstUpgrade), 0
 		m.events.LinkUp(l)
 	}
 }
@@ -710,7 +715,8 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 		return
 	}
 	if l.rekey == nil && !now.Before(l.upgradeAt) {
-		l.upgradeAt = now.Add(upgradeEvery)
+		l.upgradeGap = min(max(2*l.upgradeGap, firstUpgrade), upgradeEvery)
+		l.upgradeAt = now.Add(l.upgradeGap)
 		if better := l.betterCandidates(); len(better) > 0 {
 			// Probe a better path with a fresh handshake; when it completes,
 			// its session moves the link there without a gap.
@@ -797,6 +803,9 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 			continue
 		}
 		earlier(l.Counters.LastTx().Add(t.Keepalive))
+		if l.rekey == nil && len(l.betterCandidates()) > 0 {
+			earlier(l.upgradeAt)
+		}
 		lastRx := l.Counters.LastRx()
 		if lastRx.Before(l.Since) {
 			lastRx = l.Since

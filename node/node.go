@@ -55,8 +55,9 @@ type Config struct {
 	MaxFlows int
 	Log      *slog.Logger
 	// Trace, when set, observes events the simulator measures.
-	Trace   Trace
-	Overlay OverlayConfig
+	Trace    Trace
+	Overlay  OverlayConfig
+	Services ServicesConfig
 	// RelayRate caps the bytes per second this node relays for other
 	// members whose direct path failed; 0 relays nothing.
 	RelayRate float64
@@ -99,6 +100,7 @@ type Node struct {
 	ov        overlayState
 	reach     reachState
 	topo      topologyState
+	svc       servicesState
 	now       time.Time // time of the event being handled
 }
 
@@ -143,6 +145,9 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate)}
 	n.initReach(now)
 	n.initOverlay(now)
+	if err := n.initServices(now); err != nil {
+		return nil, err
+	}
 	for _, p := range cfg.Peers {
 		n.links.AddDial([]link.Endpoint{link.UDPEndpoint(p.Endpoint)}, link.DialOptions{Key: p.Key}, now)
 		if p.Key != nil {
@@ -150,6 +155,7 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 		}
 	}
 	n.learn.Learn(cfg.MAC, flood.LocalPort, n.self, now)
+	n.startServices(now)
 	n.publish()
 	return n, nil
 }
@@ -201,6 +207,7 @@ func (n *Node) Tick(now time.Time) {
 	n.reachTick(now)
 	n.overlayTick(now)
 	n.topologyTick(now)
+	n.servicesTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
 	idle := now.Add(-n.cfg.FlowIdle).UnixNano()
@@ -221,6 +228,9 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	}
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize
+	}
+	if t := n.servicesDeadline(now); !t.IsZero() && t.Before(next) {
+		next = t
 	}
 	if next.Before(now) {
 		return now

@@ -505,6 +505,8 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			}
 		}
 		n.doneWithContact(m.Origin)
+	case overlay.Data:
+		n.svc.kv.HandleMessage(m.Origin, m.Payload, now)
 	case overlay.Topology:
 		n.answerTopology(m, now)
 	case overlay.TopologyReply:
@@ -844,6 +846,7 @@ func (n *Node) Leave(now time.Time) {
 	if o.cfg.Disabled {
 		return
 	}
+	n.svc.kv.Leave(now)
 	pred, _ := o.ring.Predecessor()
 	for _, id := range nid.SortedKeys(o.peers) {
 		if l := n.upLink(id); l != nil {

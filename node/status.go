@@ -25,6 +25,7 @@ type Status struct {
 	Reach       ReachStatus       `json:"reach"`
 	Relayed     uint64            `json:"relayed_for_others"`
 	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
+	Services    ServicesStatus    `json:"services"`
 }
 
 // LinkStatus describes one link.
@@ -115,6 +116,7 @@ func (n *Node) Status() Status {
 	st.Reach = n.reachStatus()
 	st.Relayed = n.stats.Relayed.Load()
 	st.RelayPairs = n.dp.relay.snapshot()
+	st.Services = n.servicesStatus(n.now)
 	return st
 }
 

@@ -44,6 +44,10 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 	var src, dst l2.MAC
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
+	n.snoopARP(frame, in, now)
+	if in == localPort && n.serveLocal(frame, now) {
+		return
+	}
 	if in == localPort {
 		n.learnMAC(src, flood.LocalPort, n.self, now)
 	} else if !src.IsMulticast() {
@@ -176,6 +180,7 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		if !src.IsMulticast() {
 			n.learnMAC(src, p, m.Root, now)
 		}
+		n.snoopARP(m.Frame, from.Port, now)
 		n.writeTAP(m.Frame, l2.Offload{})
 		if n.cfg.Trace.Delivered != nil {
 			n.cfg.Trace.Delivered(m.Root, m.Hops, m.Frame)

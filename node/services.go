@@ -1,0 +1,331 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"burrow/dht"
+	"burrow/ipam"
+	"burrow/l2"
+	"burrow/nid"
+	"burrow/overlay"
+	"burrow/vdns"
+	"burrow/warrens"
+)
+
+// ServicesConfig says what a node offers on its TAP beyond switching.
+// They all rest on the DHT the nodes keep on the ring.
+type ServicesConfig struct {
+	DHT dht.Config
+	// DHCP answers DHCP clients on the TAP with addresses leased in the
+	// DHT; nil turns it off.
+	DHCP *ipam.Config
+	// DNS answers on a reserved virtual address; nil turns it off.
+	DNS *vdns.Config
+	// ARPAnswer answers ARP requests from the TAP for addresses the node
+	// knows, instead of flooding them.
+	ARPAnswer bool
+	// Subnets claims self-assigned container subnets (Warrens); OnSubnet
+	// is told when a claim changes, to configure the local bridge.
+	Subnets  []warrens.ClaimConfig
+	OnSubnet func(warrens.Status)
+	// ForwardDNS sends a query outside the virtual domain to the real
+	// resolvers; the answer comes back through Node.DNSAnswer.
+	ForwardDNS func(vdns.ForwardRequest)
+}
+
+// arpEntry is an address's hardware address as this node last saw it.
+type arpEntry struct {
+	mac     l2.MAC
+	expires time.Time
+}
+
+const (
+	arpTTL      = 60 * time.Second
+	arpMax      = 4096
+	arpKeyTTL   = 10 * time.Minute
+	arpKeyRenew = arpKeyTTL / 3
+)
+
+type servicesState struct {
+	kv       *dht.Participant
+	dhcp     *ipam.Server
+	dns      *vdns.Resolver
+	claimers []*warrens.Claimer
+	arp      map[netip.Addr]arpEntry
+	// registered remembers local addresses published in the DHT and when.
+	registered map[netip.Addr]time.Time
+	ringSig    []nid.ID // predecessor and successors last told to the DHT
+}
+
+// dhtEnv lets the DHT use the overlay.
+type dhtEnv Node
+
+func (e *dhtEnv) Self() nid.ID { return e.self }
+
+func (e *dhtEnv) Successors(n int) []nid.ID {
+	var out []nid.ID
+	for _, s := range e.ov.ring.Successors(n) {
+		out = append(out, s.ID)
+	}
+	return out
+}
+
+func (e *dhtEnv) Predecessor() (nid.ID, bool) {
+	p, ok := e.ov.ring.Predecessor()
+	return p.ID, ok
+}
+
+func (e *dhtEnv) Send(to nid.ID, exact bool, payload []byte) {
+	n := (*Node)(e)
+	n.originate(&overlay.Message{Type: overlay.Data, Dest: to, Exact: exact, Origin: n.self, Via: n.via(),
+		ID: n.ov.rng.Uint64(), Payload: payload}, n.now)
+}
+
+func (n *Node) initServices(now time.Time) error {
+	s := &n.svc
+	c := n.cfg.Services
+	kv, err := dht.New((*dhtEnv)(n), c.DHT, now)
+	if err != nil {
+		return err
+	}
+	s.kv = kv
+	s.arp = make(map[netip.Addr]arpEntry)
+	s.registered = make(map[netip.Addr]time.Time)
+	if c.DNS != nil {
+		forward := c.ForwardDNS
+		if forward == nil {
+			forward = func(vdns.ForwardRequest) {}
+		}
+		if s.dns, err = vdns.New(*c.DNS, n.self, kv, n.serviceFrame, forward, n.log); err != nil {
+			return err
+		}
+	}
+	if c.DHCP != nil {
+		cfg := *c.DHCP
+		cfg.OnLease = func(l ipam.Lease) { n.leased(l) }
+		if s.dhcp, err = ipam.NewServer(cfg, kv, n.serviceFrame, n.log); err != nil {
+			return err
+		}
+	}
+	for _, cc := range c.Subnets {
+		cl, err := warrens.NewClaimer(cc, kv, n.self, n.log, func(st warrens.Status) {
+			if c.OnSubnet != nil {
+				c.OnSubnet(st)
+			}
+		})
+		if err != nil {
+			return err
+		}
+		s.claimers = append(s.claimers, cl)
+	}
+	return nil
+}
+
+// startServices runs once the node is built: the DHT learns the ring and
+// subnet claims begin.
+func (n *Node) startServices(now time.Time) {
+	n.svc.kv.RingChanged(now)
+	for _, cl := range n.svc.claimers {
+		cl.Start(now)
+	}
+}
+
+// serviceFrame writes a frame a service built to the TAP.
+func (n *Node) serviceFrame(frame []byte) { n.writeTAP(frame, l2.Offload{}) }
+
+// leased registers a DHCP client's name and address.
+func (n *Node) leased(l ipam.Lease) {
+	n.learnARP(l.IP, l.MAC, n.now)
+	if n.svc.dns != nil && l.Hostname != "" {
+		n.svc.dns.Register(l.Hostname, []netip.Addr{l.IP}, n.now, func(vdns.RegisterResult) {})
+	}
+}
+
+// DNSAnswer hands back the real resolvers' answer to a forwarded query.
+func (n *Node) DNSAnswer(id uint64, answer []byte, now time.Time) {
+	n.now = now
+	if n.svc.dns != nil {
+		n.svc.dns.Forwarded(id, answer, now)
+	}
+	n.publishIfDirty()
+}
+
+// RegisterName claims a name in the network's DNS for this node's addresses.
+func (n *Node) RegisterName(name string, addrs []netip.Addr, now time.Time, done func(ok bool)) {
+	if n.svc.dns == nil {
+		done(false)
+		return
+	}
+	n.svc.dns.Register(name, addrs, now, func(r vdns.RegisterResult) { done(r.State == vdns.Registered) })
+}
+
+// serveLocal offers a frame from the TAP to the local services; it
+// reports whether one of them consumed it.
+func (n *Node) serveLocal(frame []byte, now time.Time) bool {
+	s := &n.svc
+	if s.dns != nil && s.dns.HandleFrame(frame, now) {
+		return true
+	}
+	if s.dhcp != nil && s.dhcp.HandleFrame(frame, now) {
+		return true
+	}
+	return n.answerARP(frame, now)
+}
+
+// snoopARP learns address-to-MAC pairs from the ARP traffic the switch
+// sees, so that later requests can be answered locally; a gratuitous ARP
+// from a moved address updates the entry at once.
+func (n *Node) snoopARP(frame []byte, from uint32, now time.Time) {
+	eth, err := l2.ParseEthernet(frame)
+	if err != nil || eth.EtherType != l2.EtherTypeARP {
+		return
+	}
+	a, err := l2.ParseARP(frame[eth.PayloadOffset:])
+	if err != nil || !a.SenderIP.IsValid() || a.SenderIP.IsUnspecified() || a.SenderMAC.IsMulticast() {
+		return
+	}
+	n.learnARP(a.SenderIP, a.SenderMAC, now)
+	if from == localPort {
+		n.publishARP(a.SenderIP, a.SenderMAC, now)
+	}
+}
+
+func (n *Node) learnARP(ip netip.Addr, mac l2.MAC, now time.Time) {
+	s := &n.svc
+	if _, ok := s.arp[ip]; !ok && len(s.arp) >= arpMax {
+		return
+	}
+	s.arp[ip] = arpEntry{mac: mac, expires: now.Add(arpTTL)}
+}
+
+// publishARP records a local host's address in the DHT, so that other
+// nodes can answer ARP for it without a broadcast.
+func (n *Node) publishARP(ip netip.Addr, mac l2.MAC, now time.Time) {
+	s := &n.svc
+	if at, ok := s.registered[ip]; ok && now.Sub(at) < arpKeyRenew {
+		return
+	}
+	s.registered[ip] = now
+	s.kv.Put(arpKey(ip), mac[:], arpKeyTTL, now, func(dht.Result) {})
+}
+
+func arpKey(ip netip.Addr) string { return "arp:" + ip.String() }
+
+// answerARP answers a local ARP request when the target's MAC is known
+// and the target is not local (local hosts answer themselves); on a miss
+// it asks the DHT, so the next request finds the answer.
+func (n *Node) answerARP(frame []byte, now time.Time) bool {
+	if !n.cfg.Services.ARPAnswer {
+		return false
+	}
+	eth, err := l2.ParseEthernet(frame)
+	if err != nil || eth.EtherType != l2.EtherTypeARP || !eth.Dst.IsBroadcast() {
+		return false
+	}
+	req, err := l2.ParseARP(frame[eth.PayloadOffset:])
+	if err != nil || req.Op != l2.ARPRequest || req.SenderIP == req.TargetIP {
+		return false
+	}
+	e, ok := n.svc.arp[req.TargetIP]
+	if !ok || now.After(e.expires) {
+		ip := req.TargetIP
+		n.svc.kv.Get(arpKey(ip), now, func(r dht.Result) {
+			if r.Status == dht.OK && len(r.Value) == 6 {
+				n.learnARP(ip, l2.MAC(r.Value), r.At)
+			}
+		})
+		return false
+	}
+	if where, known := n.learn.Lookup(e.mac); known && uint32(where.Port) == localPort {
+		return false
+	}
+	reply := (l2.Ethernet{Dst: req.SenderMAC, Src: e.mac, EtherType: l2.EtherTypeARP}).AppendHeader(nil)
+	reply, err = l2.AppendARP(reply, l2.ARP{Op: l2.ARPReply, SenderMAC: e.mac, SenderIP: req.TargetIP, TargetMAC: req.SenderMAC, TargetIP: req.SenderIP})
+	if err != nil {
+		return false
+	}
+	n.stats.ARPAnswered.Add(1)
+	n.writeTAP(reply, l2.Offload{})
+	return true
+}
+
+func (n *Node) servicesTick(now time.Time) {
+	s := &n.svc
+	n.ringChangedForDHT(now)
+	s.kv.Tick(now)
+	if s.dns != nil {
+		s.dns.Tick(now)
+	}
+	for _, cl := range s.claimers {
+		cl.Tick(now)
+	}
+	for ip, e := range s.arp {
+		if now.After(e.expires) {
+			delete(s.arp, ip)
+		}
+	}
+}
+
+// ringChangedForDHT tells the DHT when the predecessor or successors
+// changed, so it moves replicas.
+func (n *Node) ringChangedForDHT(now time.Time) {
+	sig := []nid.ID{}
+	if p, ok := n.ov.ring.Predecessor(); ok {
+		sig = append(sig, p.ID)
+	}
+	for _, s := range n.ov.ring.Successors(overlay.MaxSuccessors) {
+		sig = append(sig, s.ID)
+	}
+	if !slices.Equal(sig, n.svc.ringSig) {
+		n.svc.ringSig = sig
+		n.svc.kv.RingChanged(now)
+	}
+}
+
+// servicesDeadline is when the services next need a tick.
+func (n *Node) servicesDeadline(now time.Time) time.Time {
+	next := n.svc.kv.NextDeadline(now)
+	consider := func(t time.Time) {
+		if !t.IsZero() && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	if n.svc.dns != nil {
+		consider(n.svc.dns.NextDeadline())
+	}
+	for _, cl := range n.svc.claimers {
+		consider(cl.NextDeadline())
+	}
+	return next
+}
+
+// ServicesStatus reports the DHT, DHCP, DNS, ARP and subnet services.
+type ServicesStatus struct {
+	DHT         dht.Stats             `json:"dht"`
+	DHCP        *ipam.Stats           `json:"dhcp,omitempty"`
+	Leases      []ipam.Lease          `json:"leases,omitempty"`
+	DNS         *vdns.Stats           `json:"dns,omitempty"`
+	Names       []vdns.RegisterResult `json:"names,omitempty"`
+	ARPEntries  int                   `json:"arp_entries"`
+	ARPAnswered uint64                `json:"arp_answered"`
+	Subnets     []warrens.Status      `json:"subnets,omitempty"`
+}
+
+func (n *Node) servicesStatus(now time.Time) ServicesStatus {
+	s := &n.svc
+	st := ServicesStatus{DHT: s.kv.Stats(), ARPEntries: len(s.arp), ARPAnswered: n.stats.ARPAnswered.Load()}
+	if s.dhcp != nil {
+		ds := s.dhcp.Stats()
+		st.DHCP, st.Leases = &ds, s.dhcp.Leases(now)
+	}
+	if s.dns != nil {
+		ns := s.dns.Stats()
+		st.DNS, st.Names = &ns, s.dns.Names()
+	}
+	for _, cl := range s.claimers {
+		st.Subnets = append(st.Subnets, cl.Status())
+	}
+	return st
+}
