@@ -40,6 +40,9 @@ type Config struct {
 	Switch      Switch  `yaml:"switch"`
 	Overlay     Overlay `yaml:"overlay"`
 	Relay       Relay   `yaml:"relay"`
+	// Services are what a node offers on its TAP: DHCP, DNS, ARP answers
+	// and self-assigned container subnets, all resting on the DHT.
+	Services Services `yaml:"services"`
 	// Beacons are well-known members this node contacts first, asks how
 	// it is seen (STUN) and relays through when nothing direct works.
 	Beacons []BeaconRef `yaml:"beacons"`
@@ -74,6 +77,10 @@ type TAP struct {
 	// Enabled: create the TAP device; default true. A dedicated beacon
 	// needs none.
 	Enabled *bool `yaml:"enabled"`
+	// Bridge attaches the TAP to this Linux bridge (created if missing),
+	// so hosts and containers on the bridge share the virtual Ethernet;
+	// addresses then go on the bridge.
+	Bridge string `yaml:"bridge"`
 
 	Prefixes  []netip.Prefix `yaml:"-"`
 	MACAddr   l2.MAC         `yaml:"-"`
@@ -217,6 +224,65 @@ type TURN struct {
 	Realm    string `yaml:"realm"`
 
 	Addr netip.AddrPort `yaml:"-"`
+}
+
+// Services configures the self-configuring services.
+type Services struct {
+	// Network is the virtual IPv4 network, e.g. 10.99.0.0/24; DHCP and
+	// DNS need it, and every node of the network should say the same.
+	Network   string       `yaml:"network"`
+	DHCP      DHCPService  `yaml:"dhcp"`
+	DNS       DNSService   `yaml:"dns"`
+	ARPAnswer *bool        `yaml:"arp_answer"` // default true
+	Subnets   SubnetConfig `yaml:"subnets"`
+
+	Prefix netip.Prefix `yaml:"-"`
+	ARPOn  bool         `yaml:"-"`
+}
+
+// DHCPService configures the DHCP server on the TAP.
+type DHCPService struct {
+	Enabled bool `yaml:"enabled"`
+	// Range is "first-last"; default the whole network.
+	Range     string        `yaml:"range"`
+	LeaseTime time.Duration `yaml:"lease_time"` // default 1h
+	Gateway   string        `yaml:"gateway"`    // announced router, optional
+	Reserved  []string      `yaml:"reserved"`   // never handed out
+
+	First, Last  netip.Addr   `yaml:"-"`
+	GatewayAddr  netip.Addr   `yaml:"-"`
+	ReservedAddr []netip.Addr `yaml:"-"`
+}
+
+// DNSService configures the virtual DNS.
+type DNSService struct {
+	// Enabled serves DNS on Address; DHCP switches it on too (its server
+	// identity is that address).
+	Enabled bool `yaml:"enabled"`
+	// Address is where every node answers; default the network's lowest
+	// host address.
+	Address string `yaml:"address"`
+	Domain  string `yaml:"domain"` // default burrow.internal
+	// Forward sends other names to Upstream (default: this machine's
+	// resolv.conf); otherwise they are refused.
+	Forward  bool     `yaml:"forward"`
+	Upstream []string `yaml:"upstream"`
+	// Name registers this node's name (default its certificate name).
+	Name string `yaml:"name"`
+
+	Addr          netip.Addr       `yaml:"-"`
+	UpstreamAddrs []netip.AddrPort `yaml:"-"`
+}
+
+// SubnetConfig configures self-assigned container subnets (Warrens).
+type SubnetConfig struct {
+	Enabled bool `yaml:"enabled"`
+	// Families to claim: ipv4, ipv6; default both.
+	Families []string `yaml:"families"`
+	// MachineID is the file the subnet is derived from.
+	MachineID string `yaml:"machine_id"` // default /etc/machine-id
+	// Bridge is the local bridge containers attach to (created).
+	Bridge string `yaml:"bridge"` // default bw-cni0
 }
 
 // Relay configures relaying for other members whose direct path failed.
@@ -396,6 +462,9 @@ func (c *Config) validate() error {
 	if c.NAT.PunchBudget > 4096 {
 		return fieldErr("nat.punch_budget", "%d probes per dial is a flood; at most 4096", c.NAT.PunchBudget)
 	}
+	if err := c.Services.validate(); err != nil {
+		return err
+	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")
 	}
@@ -473,6 +542,106 @@ func (p *Peer) validate(field string) error {
 		}
 		p.Key = new([32]byte)
 		copy(p.Key[:], raw)
+	}
+	return nil
+}
+
+func (s *Services) validate() error {
+	s.ARPOn = s.ARPAnswer == nil || *s.ARPAnswer
+	if s.DHCP.Enabled {
+		s.DNS.Enabled = true
+	}
+	if s.Network == "" {
+		if s.DHCP.Enabled || s.DNS.Enabled {
+			return fieldErr("services.network", "is required for DHCP and DNS: the virtual IPv4 network, such as 10.99.0.0/24")
+		}
+	} else {
+		p, err := netip.ParsePrefix(s.Network)
+		if err != nil || !p.Addr().Is4() || p.Bits() > 30 {
+			return fieldErr("services.network", "%q is not an IPv4 network of at most /30 such as 10.99.0.0/24", s.Network)
+		}
+		s.Prefix = p.Masked()
+	}
+	inNet := func(field, a string) (netip.Addr, error) {
+		addr, err := netip.ParseAddr(a)
+		if err != nil || !s.Prefix.Contains(addr) {
+			return addr, fieldErr(field, "%q is not an address in services.network %v", a, s.Prefix)
+		}
+		return addr, nil
+	}
+	var err error
+	if d := &s.DHCP; d.Enabled {
+		if d.Range != "" {
+			first, last, ok := strings.Cut(d.Range, "-")
+			if !ok {
+				return fieldErr("services.dhcp.range", "%q is not first-last, such as 10.99.0.100-10.99.0.199", d.Range)
+			}
+			if d.First, err = inNet("services.dhcp.range", strings.TrimSpace(first)); err != nil {
+				return err
+			}
+			if d.Last, err = inNet("services.dhcp.range", strings.TrimSpace(last)); err != nil {
+				return err
+			}
+			if d.Last.Less(d.First) {
+				return fieldErr("services.dhcp.range", "%q ends before it starts", d.Range)
+			}
+		}
+		if d.Gateway != "" {
+			if d.GatewayAddr, err = inNet("services.dhcp.gateway", d.Gateway); err != nil {
+				return err
+			}
+		}
+		for i, r := range d.Reserved {
+			a, err := inNet(fmt.Sprintf("services.dhcp.reserved[%d]", i), r)
+			if err != nil {
+				return err
+			}
+			d.ReservedAddr = append(d.ReservedAddr, a)
+		}
+		if d.LeaseTime < 0 {
+			return fieldErr("services.dhcp.lease_time", "must not be negative")
+		}
+	}
+	if d := &s.DNS; d.Enabled {
+		if d.Address == "" {
+			d.Addr = s.Prefix.Addr().Next()
+		} else if d.Addr, err = inNet("services.dns.address", d.Address); err != nil {
+			return err
+		}
+		if d.Domain == "" {
+			d.Domain = "burrow.internal"
+		}
+		for i, u := range d.Upstream {
+			ap, err := netip.ParseAddrPort(u)
+			if err != nil {
+				if a, aerr := netip.ParseAddr(u); aerr == nil {
+					ap, err = netip.AddrPortFrom(a, 53), nil
+				}
+			}
+			if err != nil {
+				return fieldErr(fmt.Sprintf("services.dns.upstream[%d]", i), "%q is not an address or address:port of a resolver", u)
+			}
+			d.UpstreamAddrs = append(d.UpstreamAddrs, ap)
+		}
+	}
+	if sn := &s.Subnets; sn.Enabled {
+		if len(sn.Families) == 0 {
+			sn.Families = []string{"ipv4", "ipv6"}
+		}
+		for i, f := range sn.Families {
+			if f != "ipv4" && f != "ipv6" {
+				return fieldErr(fmt.Sprintf("services.subnets.families[%d]", i), "%q is not ipv4 or ipv6", f)
+			}
+		}
+		if sn.MachineID == "" {
+			sn.MachineID = "/etc/machine-id"
+		}
+		if sn.Bridge == "" {
+			sn.Bridge = "bw-cni0"
+		}
+		if len(sn.Bridge) > 15 {
+			return fieldErr("services.subnets.bridge", "%q is longer than an interface name may be (15)", sn.Bridge)
+		}
 	}
 	return nil
 }

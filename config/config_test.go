@@ -78,6 +78,13 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "turn: {server: nowhere}\n", "turn.server"},
 		{minimal + "turn: {server: \"192.0.2.1:3478\"}\n", "turn.username"},
 		{minimal + "relay: {max_rate: -1}\n", "relay.max_rate"},
+		{minimal + "services: {dns: {enabled: true}}\n", "services.network"},
+		{minimal + "services: {network: 10.99.0.0}\n", "services.network"},
+		{minimal + "services: {network: 10.99.0.0/24, dhcp: {enabled: true, range: 10.99.0.9}}\n", "services.dhcp.range"},
+		{minimal + "services: {network: 10.99.0.0/24, dhcp: {enabled: true, range: 10.98.0.1-10.99.0.9}}\n", "services.dhcp.range"},
+		{minimal + "services: {network: 10.99.0.0/24, dhcp: {enabled: true, gateway: 10.1.1.1}}\n", "services.dhcp.gateway"},
+		{minimal + "services: {network: 10.99.0.0/24, dns: {enabled: true, upstream: [nowhere]}}\n", "services.dns.upstream[0]"},
+		{minimal + "services: {subnets: {enabled: true, families: [ipx]}}\n", "services.subnets.families[0]"},
 	}
 	for _, tc := range cases {
 		_, err := Parse([]byte(tc.yaml))

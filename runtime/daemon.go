@@ -57,11 +57,15 @@ type Daemon struct {
 	addrs   []netip.Prefix
 	mtu     int
 	mac     l2.MAC
-	wg      sync.WaitGroup
-	cancel  context.CancelFunc
-	done    chan struct{}
-	err     error
-	tr      transports
+	// subnetBridge is the container bridge this daemon created, removed
+	// on shutdown.
+	subnetBridge string
+	tapBridge    string // the TAP's bridge, when this daemon created it
+	wg           sync.WaitGroup
+	cancel       context.CancelFunc
+	done         chan struct{}
+	err          error
+	tr           transports
 }
 
 const (
@@ -133,10 +137,19 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	}
 	d.mtu, d.mac = mtu, mac
 	if cfg.TAP.On {
-		if d.dev, err = tap.Create(tap.Options{Name: cfg.TAP.Name, MTU: mtu, MAC: mac, Addresses: d.addrs, Queues: queues, Offload: cfg.TAP.OffloadOn}); err != nil {
+		tapAddrs := d.addrs
+		if cfg.TAP.Bridge != "" {
+			tapAddrs = nil // they go on the bridge
+		}
+		if d.dev, err = tap.Create(tap.Options{Name: cfg.TAP.Name, MTU: mtu, MAC: mac, Addresses: tapAddrs, Queues: queues, Offload: cfg.TAP.OffloadOn}); err != nil {
 			return nil, err
 		}
 		d.mac = d.dev.MAC()
+		if cfg.TAP.Bridge != "" {
+			if err := d.attachBridge(cfg.TAP.Bridge, mtu, d.addrs); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if d.control, err = listenControl(cfg.ControlSocket, d); err != nil {
 		return nil, err
@@ -151,8 +164,13 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 	for i, p := range cfg.Peers {
 		peers[i] = node.StaticPeer{Endpoint: p.Addr, Key: p.Key}
 	}
+	services, err := d.servicesConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
 	d.node, err = node.New(node.Config{
-		Name: cert.Name,
+		Name:     cert.Name,
+		Services: services,
 		Handshake: link.HandshakeConfig{
 			Network: cfg.Network, Private: key.Private, Public: key.Public,
 			Cert: cert.Marshal(), AESFast: hasFastAES(), Rand: crand.Reader,
@@ -308,6 +326,8 @@ func (d *Daemon) closeIO() {
 		d.control.close()
 	}
 	d.closeTransports()
+	d.removeSubnetBridge()
+	defer d.removeBridge() // after the TAP is gone
 	if d.conn != nil {
 		d.conn.Close()
 	}

@@ -172,3 +172,16 @@ func Containers(p netip.Prefix) (first, last netip.Addr) {
 	}
 	return host(p, 0x10), host(p, 0xffff)
 }
+
+// Range is the block every node's subnet of family f lies in: 10.83.0.0/16
+// or fd53:7769:726c::/48. Routing it over the virtual Ethernet reaches every
+// node's containers.
+func Range(f Family) netip.Prefix {
+	if f == IPv4 {
+		return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, GlobalID[0], 0, 0}), 16)
+	}
+	var a [16]byte
+	a[0] = 0xfd
+	copy(a[1:6], GlobalID)
+	return netip.PrefixFrom(netip.AddrFrom16(a), 48)
+}

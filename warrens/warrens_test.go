@@ -311,3 +311,13 @@ func TestNewClaimerValidates(t *testing.T) {
 		t.Error("accepted family 5")
 	}
 }
+
+func TestRangeHoldsEverySubnet(t *testing.T) {
+	for _, h := range []uint64{0, 1, 0xdeadbeefcafe, ^uint64(0)} {
+		for _, f := range []Family{IPv4, IPv6} {
+			if p := Subnet(f, h); !Range(f).Contains(p.Addr()) {
+				t.Errorf("range %v does not hold subnet %v", Range(f), p)
+			}
+		}
+	}
+}

@@ -191,6 +191,9 @@ tap:
   # offload: true
   # Create the device at all; a dedicated beacon needs none.
   # enabled: true
+  # Attach the device to this Linux bridge (created if missing); hosts and
+  # containers on the bridge join the virtual Ethernet, addresses go on it.
+  # bridge: ""
 
 # Nodes to always keep a link to, besides those the overlay chooses;
 # public_key optionally pins the node's key (from 'burrow key show').
@@ -254,6 +257,44 @@ switch:
   # mac_age: 5m
   # Remove a unicast flow unused this long.
   # flow_idle: 60s
+
+# What this node offers on its TAP, resting on the DHT the nodes keep on
+# the ring. Every node of the network should describe the same network.
+services:
+  # The virtual IPv4 network; DHCP and DNS need it.
+  # network: 10.99.0.0/24
+  dhcp:
+    # Answer DHCP clients on the TAP (and its bridge); each lease is an
+    # atomic write in the DHT, so no two clients anywhere get one address.
+    # enabled: false
+    # Addresses handed out, first-last; empty is the whole network.
+    # range: 10.99.0.100-10.99.0.199
+    # lease_time: 1h
+    # Router announced to clients, optional.
+    # gateway: ""
+    # Addresses never handed out.
+    # reserved: []
+  dns:
+    # Answer DNS on a reserved address every node serves locally (on when
+    # DHCP is, which announces it).
+    # enabled: false
+    # The reserved address; empty is the network's lowest host address.
+    # address: ""
+    # domain: burrow.internal
+    # Send other names to the upstream resolvers instead of refusing them.
+    # forward: false
+    # upstream: []   # default: this machine's /etc/resolv.conf
+    # Name this node registers (default: its certificate name).
+    # name: ""
+  # Answer ARP requests for known addresses locally instead of flooding.
+  # arp_answer: true
+  subnets:
+    # Claim a container subnet derived from the machine id (Warrens) and
+    # route it over the virtual Ethernet.
+    # enabled: false
+    # families: [ipv4, ipv6]
+    # machine_id: /etc/machine-id
+    # bridge: bw-cni0
 
 relay:
   # Relay, still end-to-end encrypted, for members whose direct path failed.
