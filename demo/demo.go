@@ -307,22 +307,24 @@ func (n *Network) PunchableLinks() (direct, total int) {
 
 // WaitDirect shows a progress bar while relayed links between punchable
 // nodes turn direct, for at most d; some take longer, and the summary
-// shows them as they are.
-func (n *Network) WaitDirect(ctx context.Context, w io.Writer, d time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
+// shows them as they are. It fails only when ctx ends.
+func (n *Network) WaitDirect(ctx context.Context, w io.Writer, d time.Duration) error {
+	deadline := time.After(d)
 	bar := newProgressBar(w, "links between punchable NATs are direct")
 	for {
 		direct, total := n.PunchableLinks()
 		bar.show(direct, total)
 		if direct == total {
 			fmt.Fprintln(w)
-			return
+			return nil
 		}
 		select {
 		case <-ctx.Done():
+			fmt.Fprintln(w)
+			return ctx.Err()
+		case <-deadline:
 			fmt.Fprintf(w, "\n    %d still relayed after %v: a relayed link turns direct when a punch gets through\n", total-direct, d)
-			return
+			return nil
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
@@ -517,7 +519,7 @@ func Run(ctx context.Context, opts Options, w io.Writer) (err error) {
 	}()
 	n, err := Build(ctx, lab, opts.Binary, opts.Nodes)
 	if err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
 	step("lab %s (logs in %s): a beacon on the internet, %d nodes on %d sites behind NAT routers:", lab.Prefix(), lab.LogDir(), opts.Nodes, len(n.Sites))
 	fmt.Fprintf(w, "    %-8s %-22s %s\n", "beacon", "internet "+n.Beacon.Host.Addr.String(), n.Beacon.Address.Addr())
@@ -539,14 +541,20 @@ func Run(ctx context.Context, opts Options, w io.Writer) (err error) {
 		defer srv.Close()
 		step("dashboard of %s: %s  (watch the ring form)", watched.Name, dashboard.URL(dashboardListener.Addr()))
 	}
+	// Ctrl-C ends the demo at any step; only the cleanup follows.
 	step("waiting for the ring: each node's first successor must be the next node by ID")
 	if err := n.WaitRing(ctx, w); err != nil {
-		return err
+		return interrupted(ctx, err)
 	}
 	step("waiting up to %v for hole punching to turn relayed links direct where the NATs allow", settleTimeout)
-	n.WaitDirect(ctx, w, settleTimeout)
+	if err := n.WaitDirect(ctx, w, settleTimeout); err != nil {
+		return interrupted(ctx, err)
+	}
 	step("pinging over the virtual Ethernet: a pair per pair of sites, then every node to the beacon")
 	results := n.Ping(ctx)
+	if ctx.Err() != nil {
+		return nil
+	}
 	n.PrintPings(w, results)
 	var unreachable []string
 	for _, r := range results {
@@ -581,4 +589,13 @@ func Run(ctx context.Context, opts Options, w io.Writer) (err error) {
 		return fmt.Errorf("no reply at all between %s", strings.Join(unreachable, ", "))
 	}
 	return nil
+}
+
+// interrupted drops err when ctx ended, which is the user's Ctrl-C: the
+// demo then just cleans up.
+func interrupted(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }

@@ -84,6 +84,8 @@ func run(t testing.TB, page string, args ...string) []byte {
 		"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-quic",
 		"--disable-crash-reporter", "--disable-breakpad",
+		// The page's console goes to stderr, where failures are looked for.
+		"--enable-logging=stderr", "--v=0",
 		// No name resolves, and no address but the page's server is reached.
 		"--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE " + u.Hostname(),
 		"--user-data-dir=" + filepath.Join(home, "profile"),
@@ -113,6 +115,12 @@ func run(t testing.TB, page string, args ...string) []byte {
 	if _, failure, ok := strings.Cut(stderr.String(), "Page load failed"); ok {
 		reason, _, _ := strings.Cut(failure, "\n")
 		t.Fatalf("chromium could not load %s%s", page, reason)
+	}
+	for line := range strings.Lines(stderr.String()) {
+		// Script errors, and requests the page's security policy refused.
+		if strings.Contains(line, ":CONSOLE") && (strings.Contains(line, "Uncaught") || strings.Contains(line, "Refused to")) {
+			t.Errorf("%s: %s", page, strings.TrimSpace(line))
+		}
 	}
 	return stdout.Bytes()
 }
