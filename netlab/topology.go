@@ -289,3 +289,35 @@ func nthAddr(p netip.Prefix, n int) netip.Addr {
 	binary.BigEndian.PutUint32(out[:], binary.BigEndian.Uint32(base[:])+uint32(n))
 	return netip.AddrFrom4(out)
 }
+
+// AddContainer adds a namespace plugged into a bridge inside the host's
+// namespace (the bridge must exist, e.g. one a daemon created), like a
+// container on a node: eth0 with no address — the test gives it one, or a
+// DHCP client does.
+func (h *Host) AddContainer(name, bridge string) (*Host, error) {
+	l := h.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns, err := l.reserveName(name)
+	if err != nil {
+		return nil, err
+	}
+	c := &Host{Name: name, Namespace: ns, lab: l}
+	if err := l.createNamespace(ns, false); err != nil {
+		return nil, err
+	}
+	port := l.nextPortName()
+	for _, args := range [][]string{
+		{"-n", h.Namespace, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
+		{"-n", h.Namespace, "link", "set", port, "master", bridge, "up"},
+		{"-n", ns, "link", "set", "eth0", "up"},
+	} {
+		if err := runIP(args...); err != nil {
+			return nil, err
+		}
+	}
+	if err := waitLinksReady(h.Namespace, port); err != nil {
+		return nil, err
+	}
+	return c, waitLinksReady(ns, "eth0")
+}

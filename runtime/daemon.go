@@ -208,6 +208,22 @@ func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
 			"listen", d.conn.LocalAddr(), "beacon", cfg.Beacon.Enabled)
 	}
 
+	if cfg.Services.DNS.Enabled {
+		name := cfg.Services.DNS.Name
+		if name == "" {
+			name = cert.Name
+		}
+		var addrs []netip.Addr
+		for _, p := range d.addrs {
+			addrs = append(addrs, p.Addr())
+		}
+		d.node.RegisterName(name, addrs, now, func(ok bool) {
+			if !ok {
+				log.Warn("DNS name taken by another node", "name", name)
+			}
+		})
+	}
+
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	queues = 0

@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"burrow/netlab"
+	"burrow/netlab/cluster"
+)
+
+// servicesNetwork makes n self-organizing nodes whose TAPs sit on a
+// bridge br0, with DHCP and DNS on 10.99.0.0/24; the nodes' own addresses
+// are .11 and up, DHCP hands out .100-.199, DNS answers on .1.
+func servicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
+	t.Helper()
+	lab, nw := newSelfOrganizing(t, n)
+	first := nw.Nodes[0]
+	for i, node := range nw.Nodes {
+		node.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, 0, byte(11 + i)}), 24)
+		node.Config.TAP.Addresses = []string{node.Address.String()}
+		node.Config.TAP.Bridge = "br0"
+		node.Config.Overlay.Stabilize = time.Second
+		if node != first {
+			node.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
+		}
+		node.Config.Services.Network = "10.99.0.0/24"
+		node.Config.Services.DHCP.Enabled = true
+		node.Config.Services.DHCP.Range = "10.99.0.100-10.99.0.199"
+		node.Config.Services.DNS.Domain = "burrow.test"
+	}
+	startAll(t, nw)
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+		t.Fatal(err)
+	}
+	return lab, nw
+}
+
+var leasedAddr = regexp.MustCompile(`inet (10\.99\.0\.\d+)/24`)
+
+// TestConcurrentDHCPGivesDistinctAddresses: 20 unmodified clients — dhclient
+// and udhcpc, two per node — on 10 nodes ask at once; every one gets its
+// own address from the range.
+func TestConcurrentDHCPGivesDistinctAddresses(t *testing.T) {
+	_, nw := servicesNetwork(t, 10)
+	var clients []*netlab.Host
+	var kinds []string
+	for i, node := range nw.Nodes {
+		for j, kind := range []string{"dhclient", "udhcpc"} {
+			c, err := node.Host.AddContainer(fmt.Sprintf("c%d%d", i, j), "br0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			clients = append(clients, c)
+			kinds = append(kinds, kind)
+		}
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(clients))
+	start := time.Now()
+	for i, c := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx := ctxFor(t, 60*time.Second)
+			var err error
+			if kinds[i] == "dhclient" {
+				dir := t.TempDir()
+				pid, lease, conf := filepath.Join(dir, "dhclient.pid"), filepath.Join(dir, "dhclient.leases"), filepath.Join(dir, "dhclient.conf")
+				os.WriteFile(conf, []byte(fmt.Sprintf("send host-name %q;\n", c.Name)), 0o644)
+				_, err = c.Run(ctx, "dhclient", "-1", "-4", "-v", "-pf", pid, "-lf", lease, "-cf", conf, "eth0")
+				if data, rerr := os.ReadFile(pid); rerr == nil {
+					c.Run(ctx, "kill", strings.TrimSpace(string(data))) // dhclient stays as a daemon after binding
+				}
+			} else {
+				_, err = c.Run(ctx, "udhcpc", "-i", "eth0", "-n", "-q", "-t", "10", "-T", "2", "-x", "hostname:"+c.Name,
+					"-s", "/etc/udhcpc/default.script")
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("%s on %s: %v", kinds[i], c.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("20 clients configured in %v", time.Since(start).Round(100*time.Millisecond))
+	for _, err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if t.Failed() {
+		for _, node := range nw.Nodes {
+			if st, err := node.Status(); err == nil {
+				t.Logf("%s: dhcp %+v dht %+v", node.Name, st.Services.DHCP, st.Services.DHT)
+			}
+		}
+		return
+	}
+	seen := map[string]string{}
+	for _, c := range clients {
+		out, err := c.Run(ctxFor(t, 5*time.Second), "ip", "-4", "addr", "show", "dev", "eth0")
+		m := leasedAddr.FindSubmatch(out)
+		if err != nil || m == nil {
+			t.Fatalf("%s has no address: %s %v", c.Name, out, err)
+		}
+		addr := string(m[1])
+		if a := netip.MustParseAddr(addr); a.Less(netip.MustParseAddr("10.99.0.100")) || netip.MustParseAddr("10.99.0.199").Less(a) {
+			t.Errorf("%s got %s, outside the range", c.Name, addr)
+		}
+		if other, dup := seen[addr]; dup {
+			t.Errorf("%s and %s both got %s", other, c.Name, addr)
+		}
+		seen[addr] = c.Name
+	}
+	t.Logf("%d clients, %d distinct addresses", len(clients), len(seen))
+	// Clients on different nodes reach each other.
+	var to netip.Addr
+	for addr, name := range seen {
+		if name == clients[len(clients)-1].Name {
+			to = netip.MustParseAddr(addr)
+		}
+	}
+	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), clients[0], to, 3, 200*time.Millisecond); err != nil || r.Received == 0 {
+		t.Errorf("client on the first node cannot ping one on the last: %+v %v", r, err)
+	}
+}
+
+// TestVirtualDNS: dig and the system resolver find node names, automatic
+// names and PTR records; unknown names in the domain are NXDOMAIN.
+func TestVirtualDNS(t *testing.T) {
+	_, nw := servicesNetwork(t, 4)
+	asker := nw.Nodes[0]
+	target := nw.Nodes[3]
+	ctx := ctxFor(t, 60*time.Second)
+	dig := func(args ...string) string {
+		out, _ := asker.Host.Run(ctx, "dig", append([]string{"@10.99.0.1", "+short", "+time=2", "+tries=2"}, args...)...)
+		return strings.TrimSpace(string(out))
+	}
+	name := target.Name + ".burrow.test"
+	if err := cluster.WaitFor(ctx, "the target's name to resolve", func() bool { return dig(name) == target.Address.Addr().String() }); err != nil {
+		t.Fatalf("%v: dig %s answered %q", err, name, dig(name))
+	}
+	// In a /24 the automatic name spells the last byte: 10.99.0.14 is C014.
+	if got := dig("C014.burrow.test"); got != "10.99.0.14" {
+		t.Errorf("automatic name C014 resolved to %q", got)
+	}
+	if got := dig("-x", target.Address.Addr().String()); !strings.HasPrefix(strings.ToLower(got), "c0") {
+		t.Errorf("PTR of %v is %q", target.Address.Addr(), got)
+	}
+	out, _ := asker.Host.Run(ctx, "dig", "@10.99.0.1", "+time=2", "nobody-here.burrow.test")
+	if !strings.Contains(string(out), "NXDOMAIN") {
+		t.Errorf("unknown name not NXDOMAIN:\n%s", out)
+	}
+	// The system resolver (glibc) in the namespace, pointed at the virtual DNS.
+	etc := filepath.Join("/etc/netns", asker.Host.Namespace)
+	if err := os.MkdirAll(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(etc) })
+	if err := os.WriteFile(filepath.Join(etc, "resolv.conf"), []byte("nameserver 10.99.0.1\nsearch burrow.test\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := asker.Host.Run(ctx, "getent", "hosts", target.Name)
+	if err != nil || !strings.Contains(string(got), target.Address.Addr().String()) {
+		t.Errorf("getent hosts %s: %s %v", target.Name, got, err)
+	}
+}
