@@ -57,6 +57,11 @@ type servicesState struct {
 	// registered remembers local addresses published in the DHT and when.
 	registered map[netip.Addr]time.Time
 	ringSig    []nid.ID // predecessor and successors last told to the DHT
+	// started: the node has found its place on the ring (or has no one to
+	// join), so writes land where the rest of the network looks for them.
+	// Until then a node alone would take every key as its own.
+	started bool
+	waiting []func(now time.Time)
 }
 
 // dhtEnv lets the DHT use the overlay.
@@ -123,13 +128,32 @@ func (n *Node) initServices(now time.Time) error {
 	return nil
 }
 
-// startServices runs once the node is built: the DHT learns the ring and
-// subnet claims begin.
+// startServices starts what writes to the DHT once the node has joined
+// the ring — at once for a node with no one to join.
 func (n *Node) startServices(now time.Time) {
-	n.svc.kv.RingChanged(now)
-	for _, cl := range n.svc.claimers {
+	s := &n.svc
+	alone := len(n.cfg.Overlay.Bootstrap) == 0 && len(n.cfg.Reach.Beacons) == 0 && len(n.cfg.Overlay.Remembered) == 0
+	if s.started || !(n.ov.joined || alone || n.ov.cfg.Disabled) {
+		return
+	}
+	s.started = true
+	n.ringChangedForDHT(now)
+	for _, cl := range s.claimers {
 		cl.Start(now)
 	}
+	for _, f := range s.waiting {
+		f(now)
+	}
+	s.waiting = nil
+}
+
+// whenStarted runs f now if the services have started, or when they do.
+func (n *Node) whenStarted(now time.Time, f func(time.Time)) {
+	if n.svc.started {
+		f(now)
+		return
+	}
+	n.svc.waiting = append(n.svc.waiting, f)
 }
 
 // serviceFrame writes a frame a service built to the TAP.
@@ -158,13 +182,18 @@ func (n *Node) RegisterName(name string, addrs []netip.Addr, now time.Time, done
 		done(false)
 		return
 	}
-	n.svc.dns.Register(name, addrs, now, func(r vdns.RegisterResult) { done(r.State == vdns.Registered) })
+	n.whenStarted(now, func(now time.Time) {
+		n.svc.dns.Register(name, addrs, now, func(r vdns.RegisterResult) { done(r.State == vdns.Registered) })
+	})
 }
 
 // serveLocal offers a frame from the TAP to the local services; it
 // reports whether one of them consumed it.
 func (n *Node) serveLocal(frame []byte, now time.Time) bool {
 	s := &n.svc
+	if !s.started {
+		return false // clients retry; by then the node has joined
+	}
 	if s.dns != nil && s.dns.HandleFrame(frame, now) {
 		return true
 	}
@@ -187,7 +216,7 @@ func (n *Node) snoopARP(frame []byte, from uint32, now time.Time) {
 		return
 	}
 	n.learnARP(a.SenderIP, a.SenderMAC, now)
-	if from == localPort {
+	if from == localPort && n.svc.started {
 		n.publishARP(a.SenderIP, a.SenderMAC, now)
 	}
 }
@@ -253,6 +282,7 @@ func (n *Node) answerARP(frame []byte, now time.Time) bool {
 
 func (n *Node) servicesTick(now time.Time) {
 	s := &n.svc
+	n.startServices(now)
 	n.ringChangedForDHT(now)
 	s.kv.Tick(now)
 	if s.dns != nil {
