@@ -21,9 +21,11 @@ const (
 	// AddressDependent: a new mapping per destination (symmetric NAT);
 	// hole punching only works against an open peer, relays take over.
 	AddressDependent
+	// Translated: behind a NAT whose mapping kind one server cannot tell.
+	Translated
 )
 
-var behaviourNames = [...]string{"unknown", "public", "endpoint-independent", "address-dependent"}
+var behaviourNames = [...]string{"unknown", "public", "endpoint-independent", "address-dependent", "translated"}
 
 func (b Behaviour) String() string { return behaviourNames[b] }
 
@@ -107,7 +109,8 @@ func (p *Prober) Reflexive() []netip.AddrPort {
 
 // Behaviour classifies the NAT from the answers so far: public if a server
 // saw a local address, address-dependent if servers saw different
-// mappings, endpoint-independent if at least two saw the same one.
+// mappings, endpoint-independent if at least two saw the same one, and
+// translated when a single server saw a mapping.
 func (p *Prober) Behaviour() Behaviour {
 	if len(p.seen) == 0 {
 		return Unknown
@@ -125,5 +128,5 @@ func (p *Prober) Behaviour() Behaviour {
 	case len(p.seen) > 1:
 		return EndpointIndependent
 	}
-	return Unknown
+	return Translated
 }

@@ -311,6 +311,21 @@ func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 	for _, ep := range in.Endpoints {
 		out = append(out, link.UDPEndpoint(ep))
 	}
+	// Many NATs keep the source port when they can, and when several hosts
+	// behind one NAT use the same port, the mapping a beacon saw can differ
+	// from the one toward us; the peer's own port at its public address is
+	// then worth a probe.
+	for _, pub := range in.Endpoints {
+		if pub.Addr().IsPrivate() {
+			continue
+		}
+		for _, host := range in.Endpoints {
+			guess := link.UDPEndpoint(netip.AddrPortFrom(pub.Addr(), host.Port()))
+			if host.Addr().IsPrivate() && !slices.Contains(out, guess) {
+				out = append(out, guess)
+			}
+		}
+	}
 	if n.reach.turn.IsValid() {
 		// Through our TURN allocation too: it reaches peers whose NAT
 		// lets nothing else in, and meets their own relayed address.
