@@ -204,18 +204,7 @@ func (n *Network) RingOrder() []*cluster.Node {
 
 // Placed lists the nodes whose first successor, by their own status, is the
 // true next node by ID; the ring is consistent when all are.
-func (n *Network) Placed() (placed, misplaced []*cluster.Node) {
-	ring := n.RingOrder()
-	for i, node := range ring {
-		st, err := node.Status()
-		if err == nil && len(st.Overlay.Successors) > 0 && st.Overlay.Successors[0] == ring[(i+1)%len(ring)].ID.String() {
-			placed = append(placed, node)
-		} else {
-			misplaced = append(misplaced, node)
-		}
-	}
-	return placed, misplaced
-}
+func (n *Network) Placed() (placed, misplaced []*cluster.Node) { return cluster.Placed(n.Net.Nodes) }
 
 // progressBar draws a bar that redraws in place on a terminal and prints
 // each change on its own line in a log.
@@ -376,7 +365,7 @@ func (n *Network) PingPairs() [][2]*cluster.Node {
 			}
 			pick := candidates[0]
 			for _, c := range candidates {
-				if linkPath(c[0], c[1]) != "" {
+				if c[0].PathTo(c[1]) != "" {
 					pick = c
 					break
 				}
@@ -388,20 +377,6 @@ func (n *Network) PingPairs() [][2]*cluster.Node {
 		pairs = append(pairs, [2]*cluster.Node{node, n.Beacon})
 	}
 	return pairs
-}
-
-// linkPath is the path of a's up link to b, "" without one.
-func linkPath(a, b *cluster.Node) string {
-	st, err := a.Status()
-	if err != nil {
-		return ""
-	}
-	for _, l := range st.Links {
-		if l.NodeID == b.ID.String() && l.State == "up" {
-			return l.Path
-		}
-	}
-	return ""
 }
 
 // Ping pings every pair of PingPairs, a few at a time. Each pair first
@@ -439,7 +414,7 @@ func ping(ctx context.Context, from, to *cluster.Node) PingResult {
 	if r.Sent == 0 {
 		r.Sent = pingCount
 	}
-	r.Path = linkPath(from, to)
+	r.Path = from.PathTo(to)
 	if r.Path == "" {
 		r.Path = "multi-hop"
 	}

@@ -12,12 +12,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 
 	"burrow/dashboard"
 	"burrow/dashboard/chromiumtest"
@@ -394,7 +392,7 @@ func TestDaemonServesItsDashboard(t *testing.T) {
 		node.Config.Dashboard.Listen = "127.0.0.1:8080"
 	}
 	// Something else holds the second host's port.
-	taken, err := listenIn(second.Host.Namespace, "127.0.0.1:8080")
+	taken, err := inside(second.Host, func() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:8080") })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -412,12 +410,14 @@ func TestDaemonServesItsDashboard(t *testing.T) {
 	if err := second.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.WaitFor(ctxFor(t, time.Minute), "a ring of two", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, time.Minute), "a ring of two", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dialIn(first.Host.Namespace, addr) },
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) {
+			return inside(first.Host, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 2*time.Second) })
+		},
 	}}
 	get := func(path string) *http.Response {
 		t.Helper()
@@ -445,25 +445,4 @@ func TestDaemonServesItsDashboard(t *testing.T) {
 	if err != nil {
 		t.Error(err)
 	}
-}
-
-// listenIn opens a TCP listener inside a lab namespace, like dialIn.
-func listenIn(namespace, addr string) (net.Listener, error) {
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return nil, err
-	}
-	defer netns.Set(orig)
-	return net.Listen("tcp", addr)
 }

@@ -9,38 +9,14 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 
 	"burrow/netlab"
 	"burrow/netlab/cluster"
 )
-
-// udpIn opens a UDP socket inside a lab namespace; the socket stays there
-// after the thread switches back.
-func udpIn(namespace string) (*net.UDPConn, error) {
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return nil, err
-	}
-	defer netns.Set(orig)
-	return net.ListenUDP("udp4", &net.UDPAddr{})
-}
 
 // udpPayloads extracts the UDP payloads to port from a pcap file of
 // Ethernet/IPv4 frames.
@@ -120,7 +96,7 @@ func TestGarbageAndReplaysOnlyMoveDropCounters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := udpIn(attacker.Namespace)
+	conn, err := inside(attacker, func() (*net.UDPConn, error) { return net.ListenUDP("udp4", &net.UDPAddr{}) })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,3 +122,14 @@ func pingAll(t *testing.T, nodes []*cluster.Node, deadline time.Duration) {
 		}
 	}
 }
+
+// inside opens a socket from within a lab host's namespace; it stays
+// there afterwards, so the test talks from inside the lab.
+func inside[T any](h *netlab.Host, open func() (T, error)) (T, error) {
+	var sock T
+	err := h.Do(func() (err error) {
+		sock, err = open()
+		return err
+	})
+	return sock, err
+}

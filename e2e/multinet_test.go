@@ -15,12 +15,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	goruntime "runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
 
 	"burrow/identity"
 	"burrow/netlab"
@@ -398,7 +396,9 @@ func checkMetrics(t *testing.T, m *member, network string) {
 		}
 	}
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) { return dialIn(m.host.Namespace, addr) },
+		DialContext: func(_ context.Context, _, addr string) (net.Conn, error) {
+			return inside(m.host, func() (net.Conn, error) { return net.DialTimeout("tcp", addr, 2*time.Second) })
+		},
 	}}
 	resp, err := client.Get("http://" + listen + "/metrics")
 	if err != nil {
@@ -416,28 +416,6 @@ func checkMetrics(t *testing.T, m *member, network string) {
 			t.Errorf("%s's /metrics lacks %s", m.name, want)
 		}
 	}
-}
-
-// dialIn opens a TCP connection from inside a lab namespace; the socket
-// stays there after the thread switches back.
-func dialIn(namespace, addr string) (net.Conn, error) {
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return nil, err
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(namespace)
-	if err != nil {
-		return nil, err
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		return nil, err
-	}
-	defer netns.Set(orig)
-	return net.DialTimeout("tcp", addr, 2*time.Second)
 }
 
 // checkLogsHoldNoSecrets reads the daemons' debug-level logs: no node's

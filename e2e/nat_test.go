@@ -72,20 +72,6 @@ func newNATNetwork(t *testing.T, sites map[string]netlab.NAT) *natNetwork {
 	return n
 }
 
-// pathBetween is the path kind of a's link to b, "" without a link.
-func pathBetween(a, b *cluster.Node) string {
-	st, err := a.Status()
-	if err != nil {
-		return ""
-	}
-	for _, l := range st.Links {
-		if l.NodeID == b.ID.String() && l.State == "up" {
-			return l.Path
-		}
-	}
-	return ""
-}
-
 // TestNATTraversalPicksTheRightPath: nodes behind endpoint-independent NATs
 // link directly (hole punching through the beacon's signaling); nodes
 // behind symmetric NATs fall back to the beacon's relay; every pair pings.
@@ -97,7 +83,7 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 	start := time.Now()
 	startAll(t, n.net)
 	all := n.net.Nodes
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(all) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(all) }); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ring of %d consistent %v after start", len(all), time.Since(start).Round(100*time.Millisecond))
@@ -107,10 +93,10 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 	for pair, path := range want {
 		a, b := n.nodes[pair[0]], n.nodes[pair[1]]
 		err := cluster.WaitFor(ctxFor(t, 30*time.Second), fmt.Sprintf("%s-%s %s", pair[0], pair[1], path), func() bool {
-			return pathBetween(a, b) == path && pathBetween(b, a) == path
+			return a.PathTo(b) == path && b.PathTo(a) == path
 		})
 		if err != nil {
-			t.Errorf("%v (paths now %q/%q)", err, pathBetween(a, b), pathBetween(b, a))
+			t.Errorf("%v (paths now %q/%q)", err, a.PathTo(b), b.PathTo(a))
 		}
 	}
 	pingAll(t, all, 60*time.Second)
@@ -170,18 +156,18 @@ func TestUDPBlockedSiteJoinsOverWebSocket(t *testing.T) {
 	startAll(t, n.net)
 	d, a := n.nodes["d"], n.nodes["a"]
 	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "d's beacon link over WebSocket", func() bool {
-		return pathBetween(d, n.beacon) == "websocket"
+		return d.PathTo(n.beacon) == "websocket"
 	}); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("d linked to the beacon over WebSocket %v after start", time.Since(start).Round(100*time.Millisecond))
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(n.net.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(n.net.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 	if err := cluster.WaitFor(ctxFor(t, 30*time.Second), "d-a over the relay", func() bool {
-		return pathBetween(d, a) == "relay" && pathBetween(a, d) == "relay"
+		return d.PathTo(a) == "relay" && a.PathTo(d) == "relay"
 	}); err != nil {
-		t.Fatalf("%v (now %q/%q)", err, pathBetween(d, a), pathBetween(a, d))
+		t.Fatalf("%v (now %q/%q)", err, d.PathTo(a), a.PathTo(d))
 	}
 	pingAll(t, n.net.Nodes, 60*time.Second)
 	if _, err := netlab.StartIperf3Server(a.Host); err != nil {
@@ -223,12 +209,12 @@ func TestTURNRelaysBetweenSymmetricNATs(t *testing.T) {
 	startAll(t, n.net)
 	c1, c2 := n.nodes["c1"], n.nodes["c2"]
 	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "c1-c2 linked", func() bool {
-		return pathBetween(c1, c2) != "" && pathBetween(c2, c1) != ""
+		return c1.PathTo(c2) != "" && c2.PathTo(c1) != ""
 	}); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("c1-c2 paths: %s / %s", pathBetween(c1, c2), pathBetween(c2, c1))
-	if p1, p2 := pathBetween(c1, c2), pathBetween(c2, c1); p1 != "turn" && p2 != "turn" {
+	t.Logf("c1-c2 paths: %s / %s", c1.PathTo(c2), c2.PathTo(c1))
+	if p1, p2 := c1.PathTo(c2), c2.PathTo(c1); p1 != "turn" && p2 != "turn" {
 		t.Errorf("neither end uses TURN (%s / %s), yet symmetric NATs and no beacon relay leave nothing else", p1, p2)
 	}
 	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), c1.Host, c2.Address.Addr(), 20, 10*time.Millisecond); err != nil || r.Received != 20 {
@@ -243,7 +229,7 @@ func TestLinksSurviveANATMappingChange(t *testing.T) {
 	startAll(t, n.net)
 	a, b, c1 := n.nodes["a"], n.nodes["b"], n.nodes["c1"]
 	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-b direct", func() bool {
-		return pathBetween(a, b) == "direct" && pathBetween(b, a) == "direct"
+		return a.PathTo(b) == "direct" && b.PathTo(a) == "direct"
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -122,13 +122,13 @@ func TestNATMatrix(t *testing.T) {
 				for _, l := range st.Links {
 					if l.NodeID == b.ID.String() && l.State == "up" && l.Path == want {
 						since = l.Since
-						return pathBetween(b, a) == want
+						return b.PathTo(a) == want
 					}
 				}
 				return false
 			})
 			if err != nil {
-				t.Errorf("%v (now %q/%q)", err, pathBetween(a, b), pathBetween(b, a))
+				t.Errorf("%v (now %q/%q)", err, a.PathTo(b), b.PathTo(a))
 				continue
 			}
 			key := [2]string{kindOf[a], kindOf[b]}

@@ -5,29 +5,11 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sort"
 	"testing"
 	"time"
 
 	"burrow/netlab/cluster"
 )
-
-// ringConsistent reports whether every running node's first successor is
-// the next running node by ID, as its status shows.
-func ringConsistent(nodes []*cluster.Node) bool {
-	sorted := slices.Clone(nodes)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].ID.Compare(sorted[j].ID) < 0 })
-	for i, n := range sorted {
-		st, err := n.Status()
-		if err != nil || len(st.Overlay.Successors) == 0 {
-			return false
-		}
-		if st.Overlay.Successors[0] != sorted[(i+1)%len(sorted)].ID.String() {
-			return false
-		}
-	}
-	return true
-}
 
 // TestSixteenNodesOrganizeFromOneBootstrap: each node knows one address;
 // they build the ring with successor and long-distance links, every pair
@@ -43,7 +25,7 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 	}
 	start := time.Now()
 	startAll(t, nw)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("ring of 16 consistent %v after start", time.Since(start).Round(100*time.Millisecond))
@@ -95,7 +77,7 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 		}
 	}
 	killed := time.Now()
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "the survivors' ring", func() bool { return ringConsistent(survivors) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "the survivors' ring", func() bool { return cluster.RingConsistent(survivors) }); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("survivors' ring consistent %v after the kills", time.Since(killed).Round(100*time.Millisecond))
@@ -107,7 +89,7 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 		}
 	}
 	restarted := time.Now()
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "the full ring again", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "the full ring again", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("restarted nodes rejoined %v after restart", time.Since(restarted).Round(100*time.Millisecond))

@@ -38,7 +38,7 @@ func servicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 		node.Config.Services.DNS.Domain = "burrow.test"
 	}
 	startAll(t, nw)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 	return lab, nw
@@ -277,7 +277,7 @@ func TestAddressRelocation(t *testing.T) {
 	}
 	startAll(t, nw)
 	ctx := ctxFor(t, 60*time.Second)
-	if err := cluster.WaitFor(ctx, "a consistent ring", func() bool { return ringConsistent(nw.Nodes) }); err != nil {
+	if err := cluster.WaitFor(ctx, "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
 		t.Fatal(err)
 	}
 	pinger, from, to := nw.Nodes[1], nw.Nodes[2], nw.Nodes[3]

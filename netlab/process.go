@@ -212,3 +212,7 @@ func (h *Host) WaitListening(ctx context.Context, network string, port uint16) e
 		}
 	}
 }
+
+// Do runs fn on a thread inside the host's namespace: sockets fn opens
+// stay there after it returns, so a test can talk from inside the lab.
+func (h *Host) Do(fn func() error) error { return inNamespace(h.Namespace, fn) }

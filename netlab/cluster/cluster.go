@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"time"
 
@@ -202,4 +203,42 @@ func (n *Network) WaitLinks(ctx context.Context, want map[*Node]int) error {
 		}))
 	}
 	return errors.Join(errs...)
+}
+
+// PathTo is the path (direct, relay, turn, websocket) of node's up link to
+// other as node reports it, "" without one.
+func (node *Node) PathTo(other *Node) string {
+	st, err := node.Status()
+	if err != nil {
+		return ""
+	}
+	for _, l := range st.Links {
+		if l.NodeID == other.ID.String() && l.State == "up" {
+			return l.Path
+		}
+	}
+	return ""
+}
+
+// Placed sorts nodes by whether their first successor, as their own
+// status shows, is the next of nodes by ID.
+func Placed(nodes []*Node) (placed, misplaced []*Node) {
+	ring := slices.Clone(nodes)
+	slices.SortFunc(ring, func(a, b *Node) int { return a.ID.Compare(b.ID) })
+	for i, node := range ring {
+		st, err := node.Status()
+		if err == nil && len(st.Overlay.Successors) > 0 && st.Overlay.Successors[0] == ring[(i+1)%len(ring)].ID.String() {
+			placed = append(placed, node)
+		} else {
+			misplaced = append(misplaced, node)
+		}
+	}
+	return placed, misplaced
+}
+
+// RingConsistent reports whether every node is placed: the ring the nodes
+// form is the true order of their IDs.
+func RingConsistent(nodes []*Node) bool {
+	_, misplaced := Placed(nodes)
+	return len(misplaced) == 0
 }

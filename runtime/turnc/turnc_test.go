@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/pion/stun/v4"
-	"github.com/vishvananda/netns"
 
 	"burrow/netlab"
 	"burrow/netlab/labtest"
@@ -135,31 +134,16 @@ type node struct {
 	readerDone chan struct{}
 }
 
-// listenIn opens a UDP socket inside the host's namespace; it stays there
-// after the thread switches back.
+// listenIn opens a UDP socket inside the host's namespace; it stays there.
 func listenIn(t *testing.T, host *netlab.Host) *udpio.Conn {
 	t.Helper()
-	goruntime.LockOSThread()
-	defer goruntime.UnlockOSThread()
-	orig, err := netns.Get()
+	var conn *udpio.Conn
+	err := host.Do(func() (err error) {
+		conn, err = udpio.Listen(netip.AddrPortFrom(host.Addr, 0))
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer orig.Close()
-	target, err := netns.GetFromName(host.Namespace)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer target.Close()
-	if err := netns.Set(target); err != nil {
-		t.Fatal(err)
-	}
-	conn, listenErr := udpio.Listen(netip.AddrPortFrom(host.Addr, 0))
-	if err := netns.Set(orig); err != nil {
-		t.Fatalf("switch back from %s: %v", host.Namespace, err)
-	}
-	if listenErr != nil {
-		t.Fatal(listenErr)
 	}
 	return conn
 }
