@@ -49,6 +49,16 @@ type Result struct {
 	At time.Time
 }
 
+// Client is the key/value API the services on top of the DHT use;
+// *Participant implements it, and tests may stand in for it.
+type Client interface {
+	Get(key string, now time.Time, cb func(Result))
+	Put(key string, value []byte, ttl time.Duration, now time.Time, cb func(Result))
+	PutIfAbsent(key string, value []byte, ttl time.Duration, now time.Time, cb func(Result))
+	Renew(key string, ttl time.Duration, now time.Time, cb func(Result))
+	Delete(key string, now time.Time, cb func(Result))
+}
+
 // Env is what the node provides to its participant.
 type Env interface {
 	// Self is this node's ID.

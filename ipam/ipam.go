@@ -51,16 +51,6 @@ import (
 	"burrow/l2"
 )
 
-// KV is the part of the DHT client API the server uses; *dht.Participant
-// implements it.
-type KV interface {
-	Get(key string, now time.Time, cb func(dht.Result))
-	Put(key string, value []byte, ttl time.Duration, now time.Time, cb func(dht.Result))
-	PutIfAbsent(key string, value []byte, ttl time.Duration, now time.Time, cb func(dht.Result))
-	Renew(key string, ttl time.Duration, now time.Time, cb func(dht.Result))
-	Delete(key string, now time.Time, cb func(dht.Result))
-}
-
 // Config is the namespace's DHCP configuration, the same on every node,
 // plus this node's server addresses.
 type Config struct {
@@ -116,7 +106,7 @@ type Stats struct {
 // Server answers DHCP on one TAP. It is not safe for concurrent use.
 type Server struct {
 	cfg      Config
-	kv       KV
+	kv       dht.Client
 	out      func(frame []byte)
 	log      *slog.Logger
 	key      string // "dhcp:<network>:"
@@ -142,7 +132,7 @@ type client struct {
 }
 
 // NewServer validates cfg and creates a server writing frames through out.
-func NewServer(cfg Config, kv KV, out func(frame []byte), log *slog.Logger) (*Server, error) {
+func NewServer(cfg Config, kv dht.Client, out func(frame []byte), log *slog.Logger) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

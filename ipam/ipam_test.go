@@ -533,8 +533,8 @@ func TestNonDHCPFramesAreNotConsumedAndGarbageIsNotAnswered(t *testing.T) {
 	}
 }
 
-// The node hands its DHT participant over as the KV.
-var _ KV = (*dht.Participant)(nil)
+// The node hands its DHT participant over as the dht.Client.
+var _ dht.Client = (*dht.Participant)(nil)
 
 func TestNewServerValidates(t *testing.T) {
 	bad := []func(*Config){

@@ -41,16 +41,6 @@ import (
 	"burrow/nid"
 )
 
-// KV is the part of the DHT client API the resolver uses; *dht.Participant
-// implements it.
-type KV interface {
-	Get(key string, now time.Time, cb func(dht.Result))
-	Put(key string, value []byte, ttl time.Duration, now time.Time, cb func(dht.Result))
-	PutIfAbsent(key string, value []byte, ttl time.Duration, now time.Time, cb func(dht.Result))
-	Renew(key string, ttl time.Duration, now time.Time, cb func(dht.Result))
-	Delete(key string, now time.Time, cb func(dht.Result))
-}
-
 // Config configures the resolver.
 type Config struct {
 	// Domain is the virtual network's domain, e.g. "burrow.internal".
@@ -107,7 +97,7 @@ type Resolver struct {
 	cfg     Config
 	self    nid.ID
 	domain  string // canonical, fully qualified
-	kv      KV
+	kv      dht.Client
 	out     func(frame []byte)
 	forward func(ForwardRequest)
 	log     *slog.Logger
@@ -135,7 +125,7 @@ type forwarded struct {
 
 // New creates the resolver of node self, writing frames through out.
 // forward receives queries to forward when cfg.Forward is set.
-func New(cfg Config, self nid.ID, kv KV, out func(frame []byte), forward func(ForwardRequest), log *slog.Logger) (*Resolver, error) {
+func New(cfg Config, self nid.ID, kv dht.Client, out func(frame []byte), forward func(ForwardRequest), log *slog.Logger) (*Resolver, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}

@@ -512,8 +512,8 @@ func TestLargeAnswersAreTruncatedToWhatTheClientAccepts(t *testing.T) {
 	}
 }
 
-// The node hands its DHT participant over as the KV.
-var _ KV = (*dht.Participant)(nil)
+// The node hands its DHT participant over as the dht.Client.
+var _ dht.Client = (*dht.Participant)(nil)
 
 func TestNewValidates(t *testing.T) {
 	bad := []func(*Config){

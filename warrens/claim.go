@@ -11,13 +11,6 @@ import (
 	"burrow/nid"
 )
 
-// KV is the part of the DHT client API a Claimer uses; *dht.Participant
-// implements it.
-type KV interface {
-	PutIfAbsent(key string, value []byte, ttl time.Duration, now time.Time, cb func(dht.Result))
-	Renew(key string, ttl time.Duration, now time.Time, cb func(dht.Result))
-}
-
 // Key is the DHT key that claims subnet p.
 func Key(p netip.Prefix) string { return "subnet:" + p.String() }
 
@@ -73,7 +66,7 @@ const (
 // state or the prefix changes — the node then (re)configures its bridge.
 type Claimer struct {
 	cfg      ClaimConfig
-	kv       KV
+	kv       dht.Client
 	self     nid.ID
 	log      *slog.Logger
 	onChange func(Status)
@@ -85,7 +78,7 @@ type Claimer struct {
 }
 
 // NewClaimer creates a claimer for this node.
-func NewClaimer(cfg ClaimConfig, kv KV, self nid.ID, log *slog.Logger, onChange func(Status)) (*Claimer, error) {
+func NewClaimer(cfg ClaimConfig, kv dht.Client, self nid.ID, log *slog.Logger, onChange func(Status)) (*Claimer, error) {
 	if cfg.MachineID == "" {
 		return nil, errors.New("warrens: machine id required")
 	}

@@ -299,8 +299,8 @@ func TestTimeoutsAreRetried(t *testing.T) {
 	}
 }
 
-// The node hands its DHT participant over as the KV.
-var _ KV = (*dht.Participant)(nil)
+// The node hands its DHT participant over as the dht.Client.
+var _ dht.Client = (*dht.Participant)(nil)
 
 func TestNewClaimerValidates(t *testing.T) {
 	s := dhttest.NewStore(1)

@@ -1,6 +1,7 @@
 package turnc_test
 
 import (
+	"burrow/leaktest"
 	"bytes"
 	"context"
 	"encoding/binary"
@@ -8,7 +9,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	goruntime "runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -29,33 +29,10 @@ const (
 	turnPort     = 3478
 )
 
-// checkGoroutines fails the test if a goroutine running code of the TURN
-// client, pion or the socket outlives it.
+// checkGoroutines fails the test if a goroutine of the code under test
+// outlives it.
 func checkGoroutines(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() {
-		left := leftGoroutines()
-		for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = leftGoroutines() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if len(left) > 0 {
-			t.Errorf("goroutines left behind:\n%s", strings.Join(left, "\n\n"))
-		}
-	})
-}
-
-// leftGoroutines returns the stacks of the other goroutines in code of the
-// packages under test.
-func leftGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	all := strings.Split(string(buf[:goruntime.Stack(buf, true)]), "\n\n")
-	var left []string
-	for _, g := range all[1:] { // the first is this goroutine
-		if strings.Contains(g, "burrow/runtime/turnc") || strings.Contains(g, "github.com/pion/") || strings.Contains(g, "burrow/runtime/udpio") {
-			left = append(left, g)
-		}
-	}
-	return left
+	leaktest.Check(t, "burrow/runtime/turnc", "github.com/pion/", "burrow/runtime/udpio")
 }
 
 // turnServer is coturn running in a lab namespace.

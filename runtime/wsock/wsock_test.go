@@ -2,6 +2,7 @@ package wsock_test
 
 import (
 	"bufio"
+	"burrow/leaktest"
 	"bytes"
 	"context"
 	"crypto/ecdsa"
@@ -18,7 +19,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -30,34 +30,10 @@ import (
 	"burrow/runtime/wsock"
 )
 
-// checkGoroutines fails the test if a goroutine running code of the
-// package, the WebSocket library or net/http outlives it. Call it first:
-// its check then runs after every other cleanup.
+// checkGoroutines fails the test if a goroutine of the code under test
+// outlives it.
 func checkGoroutines(t *testing.T) {
-	t.Helper()
-	t.Cleanup(func() {
-		left := leftGoroutines()
-		for deadline := time.Now().Add(3 * time.Second); len(left) > 0 && time.Now().Before(deadline); left = leftGoroutines() {
-			time.Sleep(10 * time.Millisecond)
-		}
-		if len(left) > 0 {
-			t.Errorf("goroutines left behind:\n%s", strings.Join(left, "\n\n"))
-		}
-	})
-}
-
-// leftGoroutines returns the stacks of the other goroutines in code of the
-// package, the WebSocket library or net/http.
-func leftGoroutines() []string {
-	buf := make([]byte, 1<<20)
-	all := strings.Split(string(buf[:runtime.Stack(buf, true)]), "\n\n")
-	var left []string
-	for _, g := range all[1:] { // the first is this goroutine
-		if strings.Contains(g, "burrow/runtime/wsock") || strings.Contains(g, "github.com/coder/websocket") || strings.Contains(g, "net/http.") {
-			left = append(left, g)
-		}
-	}
-	return left
+	leaktest.Check(t, "burrow/runtime/wsock", "github.com/coder/websocket", "net/http.")
 }
 
 // message is a datagram a server received.
