@@ -361,13 +361,32 @@ func Parse(data []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil {
-		return nil, errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, yamlError(err)
 	}
 	c.applyDefaults()
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// yamlError turns the YAML decoder's errors into one line each: unknown
+// fields are typos more often than not.
+func yamlError(err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return errors.New(strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	msgs := make([]string, 0, len(te.Errors))
+	for _, e := range te.Errors {
+		line, rest, ok := strings.Cut(e, ": field ")
+		if ok && strings.Contains(rest, " not found in type ") {
+			field, _, _ := strings.Cut(rest, " not found")
+			e = fmt.Sprintf("%s: unknown field %q (a typo? the README lists every field)", line, field)
+		}
+		msgs = append(msgs, e)
+	}
+	return errors.New(strings.Join(msgs, "; "))
 }
 
 func (c *Config) applyDefaults() {

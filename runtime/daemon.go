@@ -96,8 +96,8 @@ func MACFor(id nid.ID) l2.MAC {
 
 // Start brings a node up: keys, certificate, socket, TAP, control socket
 // and goroutines. When it fails, everything it did is undone.
-func Start(cfg *config.Config, log *slog.Logger) (d *Daemon, err error) {
-	d = &Daemon{cfg: cfg, log: log, events: make(chan node.Event, eventQueueLen), calls: make(chan func()), done: make(chan struct{})}
+func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
+	d := &Daemon{cfg: cfg, log: log, events: make(chan node.Event, eventQueueLen), calls: make(chan func()), done: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			d.closeIO()
