@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	cryptorand "crypto/rand"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -10,12 +11,15 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
-
+	"burrow/link"
+	"burrow/nat"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
+	"burrow/wire"
 )
 
 // udpPayloads extracts the UDP payloads to port from a pcap file of
@@ -198,4 +202,111 @@ func TestCertificateFromAnotherCACannotLink(t *testing.T) {
 	if r, _ := netlab.Ping(ctx, intruder.Host, member.Address.Addr(), 1, 100*time.Millisecond); r.Received != 0 {
 		t.Fatal("the intruder reached the member's virtual address")
 	}
+}
+
+// TestBeaconKeepsServingUnderAFlood: while an attacker sprays the beacon
+// with STUN requests, handshake initiations and garbage, two members
+// behind symmetric NATs keep talking through its relay.
+func TestBeaconKeepsServingUnderAFlood(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"c1": netlab.Symmetric, "c2": netlab.Symmetric})
+	startAll(t, n.net)
+	c1, c2 := n.nodes["c1"], n.nodes["c2"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "c1-c2 over the relay", func() bool {
+		return c1.PathTo(c2) == "relay" && c2.PathTo(c1) == "relay"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	attacker, err := n.lab.AddHost("attacker")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := inside(attacker, func() (*net.UDPConn, error) { return net.ListenUDP("udp4", &net.UDPAddr{}) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	target := net.UDPAddrFromAddrPort(n.beacon.Endpoint())
+	stop := make(chan struct{})
+	var sent atomic.Int64
+	go func() {
+		rng := rand.New(rand.NewPCG(3, 4))
+		cfg := &link.HandshakeConfig{Network: "nat", Cert: []byte("x"), Rand: cryptorand.Reader}
+		_, init, _ := link.StartHandshake(cfg)
+		initDgram := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 1}, init)
+		garbage := make([]byte, 200)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			var b []byte
+			switch i % 3 {
+			case 0:
+				b = nat.BindingRequest(nat.TxID{byte(i), byte(i >> 8), byte(i >> 16)})
+			case 1:
+				b = initDgram
+			default:
+				for j := range garbage {
+					garbage[j] = byte(rng.Uint32())
+				}
+				garbage[0] = byte(wire.TypeTransport)
+				b = garbage
+			}
+			if _, err := conn.WriteToUDP(b, target); err == nil {
+				sent.Add(1)
+			}
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	r, err := netlab.Ping(ctxFor(t, 30*time.Second), c1.Host, c2.Address.Addr(), 100, 20*time.Millisecond)
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := n.beacon.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flood of %d datagrams; c1-c2 pings through the beacon: %d/%d; beacon refused: rate_limited=%d malformed=%d unknown_session=%d, handshakes rate limited %d",
+		sent.Load(), r.Received, r.Transmitted, st.Drops["rate_limited"], st.Drops["malformed"], st.Drops["unknown_session"], st.Handshakes.RateLimited)
+	if r.Received < 90 {
+		t.Errorf("only %d of 100 relayed pings arrived during the flood", r.Received)
+	}
+	if st.Drops["rate_limited"] == 0 || st.Handshakes.RateLimited == 0 {
+		t.Error("the flood was not rate limited")
+	}
+}
+
+// TestNodesRideOutTheirBeaconsOutage: when the only beacon dies, members
+// keep their direct links; when it returns, they link to it again.
+func TestNodesRideOutTheirBeaconsOutage(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "b": netlab.EndpointIndependent})
+	startAll(t, n.net)
+	a, b := n.nodes["a"], n.nodes["b"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-b direct", func() bool {
+		return a.PathTo(b) == "direct" && b.PathTo(a) == "direct"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.beacon.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Second) // longer than the links' dead time
+	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), a.Host, b.Address.Addr(), 10, 50*time.Millisecond); err != nil || r.Received < 9 {
+		t.Fatalf("a-b without the beacon: %+v %v", r, err)
+	}
+	if err := n.beacon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	back := time.Now()
+	for _, node := range []*cluster.Node{a, b} {
+		if err := cluster.WaitFor(ctxFor(t, 60*time.Second), node.Name+" back on the beacon", func() bool {
+			st, err := node.Status()
+			return err == nil && st.Reach.Beacon == n.beacon.ID.String() && node.PathTo(n.beacon) != ""
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Logf("both members relinked to the beacon %v after it returned", time.Since(back).Round(100*time.Millisecond))
 }
