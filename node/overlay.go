@@ -870,6 +870,3 @@ func (n *Node) Leave(now time.Time) {
 		}
 	}
 }
-
-// sizeEstimate exposes the ring-size estimate for status and experiments.
-func (n *Node) sizeEstimate() float64 { return n.ov.ring.EstimateSize() }
