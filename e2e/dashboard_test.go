@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-
 	"burrow/dashboard"
 	"burrow/dashboard/chromiumtest"
 	"burrow/demo"

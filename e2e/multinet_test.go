@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-
 	"burrow/identity"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
