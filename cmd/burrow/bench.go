@@ -40,7 +40,7 @@ installs them all); one that fails is reported with the tail of its logs.
 The results, with date, command, kernel, CPU and burrow commit, are printed
 and appended to --out as a new section. Needs root.`,
 		Example: `  bench/install-peers.sh
-  go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench --seconds 10 --out docs/benchmarks.md
+  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench --seconds 10 --out docs/benchmarks.md
   burrow bench --seconds 3 --peers none,burrow,wireguard-go --out ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -100,7 +100,7 @@ the path it has to take (direct, relayed by the beacon, WebSocket), measure:
 
 The results, with date, command, kernel, CPU and burrow commit, are printed
 and appended to --out as a new section. Needs root and iperf3.`,
-		Example: `  go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench paths --out docs/benchmarks.md`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench paths --out docs/benchmarks.md`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			binary, err := benchBinary(burrow, out)
