@@ -175,6 +175,13 @@ type Stats struct {
 	Conflicts     uint64
 	Malformed     uint64 // messages that failed to decode
 	Forwarded     uint64
+	Operations    []OperationCount `json:",omitempty"` // this node's own finished operations
+}
+
+// OperationCount counts finished operations of one kind with one result.
+type OperationCount struct {
+	Op, Result string
+	N          uint64
 }
 
 // Participant is one node's share of the DHT. It is not safe for
@@ -212,8 +219,9 @@ type Participant struct {
 	done   []func()
 	inside bool
 
-	buf   []byte
-	stats Stats
+	buf      []byte
+	stats    Stats
+	finished [maxOp][maxStatus]uint64 // own operations by kind and result
 }
 
 // New creates the participant of the node env describes. now seeds request
@@ -330,6 +338,13 @@ func (p *Participant) Stats() Stats {
 	}
 	s.ClientOps = len(p.ops)
 	s.Syncing = len(p.syncs)
+	for o := opGet; o < maxOp; o++ {
+		for st := OK; st < maxStatus; st++ {
+			if n := p.finished[o][st]; n > 0 {
+				s.Operations = append(s.Operations, OperationCount{opNames[o], st.String(), n})
+			}
+		}
+	}
 	return s
 }
 
@@ -446,6 +461,7 @@ func (p *Participant) start(o op, key string, value []byte, ttl time.Duration, n
 	}
 	p.run(func() {
 		if st := p.checkRequest(o, key, value, ttl); st != OK {
+			p.finished[o][st]++
 			p.done = append(p.done, func() { cb(Result{Status: st, At: now}) })
 			return
 		}
@@ -515,6 +531,7 @@ func (p *Participant) handleResponse(m *message, now time.Time) {
 // finish completes a client operation.
 func (p *Participant) finish(c *clientOp, st Status, value []byte, owner nid.ID, remaining uint32, now time.Time) {
 	delete(p.ops, c.msg.ID)
+	p.finished[c.msg.Op][st]++
 	res := Result{Status: st, Value: value, Owner: owner, At: now}
 	if remaining > 0 {
 		res.Expires = c.start.Add(time.Duration(remaining) * time.Millisecond)

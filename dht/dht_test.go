@@ -200,6 +200,19 @@ func TestOnlyTheOwnerDeletesRenewsOrOverwrites(t *testing.T) {
 	o = del(owner, "lease")
 	r.wait(o)
 	expect(t, "Delete by the owner", o, OK)
+
+	// Each node counts its own operations by result.
+	for _, c := range []struct {
+		n    *simNode
+		want []OperationCount
+	}{
+		{owner, []OperationCount{{"put-if-absent", "ok", 1}, {"delete", "ok", 1}}},
+		{other, []OperationCount{{"get", "ok", 1}, {"put", "denied", 1}, {"put-if-absent", "exists", 1}, {"delete", "denied", 1}, {"renew", "denied", 1}}},
+	} {
+		if got := c.n.p.Stats().Operations; !slices.Equal(got, c.want) {
+			t.Errorf("operations counted %v, want %v", got, c.want)
+		}
+	}
 }
 
 func TestConcurrentPutIfAbsentHasOneWinner(t *testing.T) {

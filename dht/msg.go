@@ -52,6 +52,8 @@ const (
 	maxOp
 )
 
+var opNames = [...]string{opGet: "get", opPut: "put", opPutIfAbsent: "put-if-absent", opDelete: "delete", opRenew: "renew"}
+
 // Wire limits. The participant enforces tighter ones from its Config.
 const (
 	maxWireKey     = 255

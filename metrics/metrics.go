@@ -27,6 +27,7 @@ import (
 	"sync"
 	"time"
 
+	"burrow/node"
 	"burrow/runtime"
 )
 
@@ -75,6 +76,15 @@ var (
 	flowsDesc     = gaugeOf("flows", "Unicast flows in the flow table.")
 	ringSizeDesc  = gaugeOf("ring_size_estimate", "The node's estimate of the number of nodes on the ring.")
 	joinedDesc    = gaugeOf("ring_joined", "Whether the node has found its place on the ring.")
+	dhtRecords    = gaugeOf("dht_records", "DHT record copies this node holds, as primary or replica.")
+	dhtOps        = counterOf("dht_operations_total", "This node's own DHT operations, by kind and result.", "op", "result")
+	dhtConflicts  = counterOf("dht_conflicts_total", "Replica copies found that their primary lacked, and repaired.")
+	dhcpDesc      = counterOf("dhcp_messages_total", "DHCP answers sent and requests handled, by kind; exhausted counts allocations that found no free address.", "kind")
+	dhcpLeases    = gaugeOf("dhcp_leases", "DHCP leases this node holds for its clients.")
+	dnsDesc       = counterOf("dns_queries_total", "Virtual DNS queries, by result.", "result")
+	arpAnswered   = counterOf("arp_answered_total", "ARP requests answered locally from the DHT, each a broadcast saved.")
+	stunDesc      = counterOf("stun_requests_total", "STUN binding requests sent to discover this node's public address, and those answered.", "event")
+	punchDesc     = counterOf("punch_probes_total", "Hole-punching probes sent to peers behind address-dependent NATs.")
 	goroutines    = metric{"go_goroutines", "Number of goroutines that currently exist.", "gauge", nil}
 	residentBytes = metric{"process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", nil}
 )
@@ -109,6 +119,19 @@ func (s *scrape) add(m metric, v float64, labels ...string) {
 		s.order = append(s.order, m.name)
 	}
 	f.samples = append(f.samples, sample{labels, v})
+}
+
+// count is a counter's value under one label value.
+type count struct {
+	label string
+	n     uint64
+}
+
+// addEach adds one sample per count to a family with a single label.
+func (s *scrape) addEach(m metric, counts ...count) {
+	for _, c := range counts {
+		s.add(m, float64(c.n), c.label)
+	}
 }
 
 // Collector turns status snapshots into metrics.
@@ -147,16 +170,9 @@ func (c *Collector) collect() *scrape {
 	for _, reason := range sortedKeys(st.Drops) {
 		s.add(dropsDesc, float64(st.Drops[reason]), reason)
 	}
-	s.add(floodsDesc, float64(st.Floods.Started), "started")
-	s.add(floodsDesc, float64(st.Floods.Received), "received")
-	s.add(floodsDesc, float64(st.Floods.Forwarded), "forwarded")
+	s.addEach(floodsDesc, count{"started", st.Floods.Started}, count{"received", st.Floods.Received}, count{"forwarded", st.Floods.Forwarded})
 	hs := st.Handshakes
-	for _, o := range []struct {
-		outcome string
-		n       uint64
-	}{{"started", hs.Started}, {"completed", hs.Completed}, {"rejected", hs.Rejected}, {"invalid", hs.Invalid}, {"rate_limited", hs.RateLimited}} {
-		s.add(handshakeDesc, float64(o.n), o.outcome)
-	}
+	s.addEach(handshakeDesc, count{"started", hs.Started}, count{"completed", hs.Completed}, count{"rejected", hs.Rejected}, count{"invalid", hs.Invalid}, count{"rate_limited", hs.RateLimited})
 	ov := st.Overlay
 	for _, d := range []struct {
 		direction string
@@ -174,7 +190,28 @@ func (c *Collector) collect() *scrape {
 	s.add(flowsDesc, float64(st.Flows))
 	s.add(ringSizeDesc, ov.SizeEstimate)
 	s.add(joinedDesc, boolValue(ov.Joined))
+	s.addEach(stunDesc, count{"sent", st.Reach.STUNSent}, count{"answered", st.Reach.STUNGot})
+	s.add(punchDesc, float64(st.Reach.Punched))
+	collectServices(s, st.Services)
 	return s
+}
+
+func collectServices(s *scrape, sv node.ServicesStatus) {
+	s.add(dhtRecords, float64(sv.DHT.Records))
+	for _, o := range sv.DHT.Operations {
+		s.add(dhtOps, float64(o.N), o.Op, o.Result)
+	}
+	s.add(dhtConflicts, float64(sv.DHT.Conflicts))
+	if d := sv.DHCP; d != nil {
+		s.addEach(dhcpDesc, count{"offer", d.Offers}, count{"ack", d.Acks}, count{"nak", d.Naks}, count{"inform", d.Informs},
+			count{"release", d.Releases}, count{"decline", d.Declines}, count{"exhausted", d.Exhausted}, count{"ignored", d.Ignored})
+		s.add(dhcpLeases, float64(len(sv.Leases)))
+	}
+	if d := sv.DNS; d != nil {
+		s.addEach(dnsDesc, count{"answered", d.Answered}, count{"nxdomain", d.NXDomain}, count{"refused", d.Refused}, count{"servfail", d.ServFail},
+			count{"formerr", d.FormErr}, count{"forwarded", d.Forwarded}, count{"dropped", d.Dropped})
+	}
+	s.add(arpAnswered, float64(sv.ARPAnswered))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -15,8 +15,11 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"burrow/dht"
+	"burrow/ipam"
 	"burrow/node"
 	"burrow/runtime"
+	"burrow/vdns"
 )
 
 const (
@@ -48,6 +51,14 @@ func sampleStatus() runtime.Status {
 				Forwarded: map[string]uint64{"find_successor": 1},
 				Received:  map[string]uint64{"notify": 8},
 				OnDemand:  node.OnDemandStatus{Active: 1, Opened: 2, Closed: 1},
+			},
+			Reach: node.ReachStatus{STUNSent: 4, STUNGot: 3, Punched: 12},
+			Services: node.ServicesStatus{
+				DHT:         dht.Stats{Records: 9, Conflicts: 1, Operations: []dht.OperationCount{{Op: "put-if-absent", Result: "ok", N: 2}, {Op: "get", Result: "timeout", N: 1}}},
+				DHCP:        &ipam.Stats{Offers: 3, Acks: 2, Exhausted: 1},
+				Leases:      []ipam.Lease{{}, {}},
+				DNS:         &vdns.Stats{Answered: 5, NXDomain: 2},
+				ARPAnswered: 11,
 			},
 		},
 	}
@@ -138,6 +149,17 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_flows", nil, 3},
 		{"burrow_ring_size_estimate", nil, 12.5},
 		{"burrow_ring_joined", nil, 1},
+		{"burrow_stun_requests_total", []string{"event=answered"}, 3},
+		{"burrow_punch_probes_total", nil, 12},
+		{"burrow_dht_records", nil, 9},
+		{"burrow_dht_operations_total", []string{"op=put-if-absent", "result=ok"}, 2},
+		{"burrow_dht_operations_total", []string{"op=get", "result=timeout"}, 1},
+		{"burrow_dht_conflicts_total", nil, 1},
+		{"burrow_dhcp_messages_total", []string{"kind=offer"}, 3},
+		{"burrow_dhcp_messages_total", []string{"kind=exhausted"}, 1},
+		{"burrow_dhcp_leases", nil, 2},
+		{"burrow_dns_queries_total", []string{"result=nxdomain"}, 2},
+		{"burrow_arp_answered_total", nil, 11},
 	} {
 		got, ok := value(fams, tc.name, tc.labels...)
 		if !ok || got != tc.want {
