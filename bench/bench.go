@@ -105,6 +105,21 @@ type bencher struct {
 	upstreamWireguard string
 }
 
+// newLab builds an empty lab whose configurations and logs are kept, after
+// the run, in a new temporary directory named with prefix.
+func newLab(prefix string, progress io.Writer) (*netlab.Lab, error) {
+	logDir, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return nil, err
+	}
+	lab, err := netlab.New(netlab.Options{LogDir: logDir})
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(progress, "lab %s, configurations and logs in %s\n", lab.Prefix(), logDir)
+	return lab, nil
+}
+
 // Run builds a lab with two internet hosts, runs each selected VPN on them
 // in turn and, when burrow is among them, the three-node chain. A VPN that
 // cannot run or fails is recorded as such and the run goes on; the error
@@ -120,16 +135,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	logDir, err := os.MkdirTemp("", "burrow-bench-")
-	if err != nil {
-		return nil, err
-	}
-	lab, err := netlab.New(netlab.Options{LogDir: logDir})
+	lab, err := newLab("burrow-bench-", opts.Progress)
 	if err != nil {
 		return nil, err
 	}
 	defer lab.Close()
-	fmt.Fprintf(opts.Progress, "lab %s, configurations and logs in %s\n", lab.Prefix(), logDir)
 	b := &bencher{opts: opts, lab: lab, progress: opts.Progress}
 	if b.a, err = lab.AddHost("a"); err != nil {
 		return nil, err

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -294,16 +293,11 @@ func RunPaths(ctx context.Context, opts PathsOptions) (*PathsReport, error) {
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
 	}
-	logDir, err := os.MkdirTemp("", "burrow-bench-paths-")
-	if err != nil {
-		return nil, err
-	}
-	lab, err := netlab.New(netlab.Options{LogDir: logDir})
+	lab, err := newLab("burrow-bench-paths-", opts.Progress)
 	if err != nil {
 		return nil, err
 	}
 	defer lab.Close()
-	fmt.Fprintf(opts.Progress, "lab %s, configurations and logs in %s\n", lab.Prefix(), logDir)
 	r := &pathsRun{opts: opts, progress: opts.Progress, byName: map[string]*pathNode{}, byID: map[string]*pathNode{}}
 	if err := r.build(lab); err != nil {
 		return nil, err

@@ -509,6 +509,15 @@ func (s *Server) release(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 		return
 	}
 	s.stats.Releases++
+	s.withClientRecord(c, mac, ip, now, func(key string, at time.Time) {
+		s.kv.Delete(key, at, func(dht.Result) { c.busy = false })
+	})
+}
+
+// withClientRecord reads ip's lease record and, if it is the client's,
+// forgets the client's lease and runs change on the record; the client is
+// free for its next exchange once change's write is answered.
+func (s *Server) withClientRecord(c *client, mac l2.MAC, ip netip.Addr, now time.Time, change func(key string, at time.Time)) {
 	key := s.Key(ip)
 	s.kv.Get(key, now, func(res dht.Result) {
 		if res.Status != dht.OK || !sameClient(res.Value, mac) {
@@ -516,7 +525,7 @@ func (s *Server) release(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 			return
 		}
 		delete(s.leases, mac)
-		s.kv.Delete(key, res.At, func(dht.Result) { c.busy = false })
+		change(key, res.At)
 	})
 }
 
@@ -536,15 +545,9 @@ func (s *Server) decline(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 		return
 	}
 	s.stats.Declines++
-	key := s.Key(ip)
-	s.kv.Get(key, now, func(res dht.Result) {
-		if res.Status != dht.OK || !sameClient(res.Value, mac) {
-			c.busy = false
-			return
-		}
+	s.withClientRecord(c, mac, ip, now, func(key string, at time.Time) {
 		s.log.Warn("dhcp: client declined an address already in use", "ip", ip, "client", mac)
-		delete(s.leases, mac)
-		s.kv.Put(key, []byte("declined"), s.cfg.LeaseTime, res.At, func(dht.Result) { c.busy = false })
+		s.kv.Put(key, []byte("declined"), s.cfg.LeaseTime, at, func(dht.Result) { c.busy = false })
 	})
 }
 

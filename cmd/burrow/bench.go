@@ -44,24 +44,15 @@ and appended to --out as a new section. Needs root.`,
   burrow bench --seconds 3 --peers none,burrow,wireguard-go --out ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			binary, err := benchBinary(burrow, out)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible()
-			defer stop()
-			machine := bench.DescribeMachine(commandLine(os.Args), binary)
-			report, err := bench.Run(ctx, bench.Options{
-				Seconds:  seconds,
-				Peers:    peers,
-				Burrow:   binary,
-				CacheDir: cacheDir,
-				Progress: cmd.ErrOrStderr(),
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				return bench.Run(ctx, bench.Options{
+					Seconds:  seconds,
+					Peers:    peers,
+					Burrow:   binary,
+					CacheDir: cacheDir,
+					Progress: cmd.ErrOrStderr(),
+				})
 			})
-			if err := runError(ctx, err); err != nil {
-				return err
-			}
-			return publish(cmd, report.Markdown(machine), out)
 		},
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
@@ -103,23 +94,14 @@ and appended to --out as a new section. Needs root and iperf3.`,
 		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench paths --out docs/benchmarks.md`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			binary, err := benchBinary(burrow, out)
-			if err != nil {
-				return err
-			}
-			ctx, stop := interruptible()
-			defer stop()
-			machine := bench.DescribeMachine(commandLine(os.Args), binary)
-			report, err := bench.RunPaths(ctx, bench.PathsOptions{
-				Seconds:  seconds,
-				Rounds:   rounds,
-				Burrow:   binary,
-				Progress: cmd.ErrOrStderr(),
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				return bench.RunPaths(ctx, bench.PathsOptions{
+					Seconds:  seconds,
+					Rounds:   rounds,
+					Burrow:   binary,
+					Progress: cmd.ErrOrStderr(),
+				})
 			})
-			if err := runError(ctx, err); err != nil {
-				return err
-			}
-			return publish(cmd, report.Markdown(machine), out)
 		},
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
@@ -127,6 +109,26 @@ and appended to --out as a new section. Needs root and iperf3.`,
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	return cmd
+}
+
+// report is the result of a benchmark, rendered for docs/benchmarks.md.
+type report interface{ Markdown(bench.Machine) string }
+
+// runBenchmark measures the burrow binary given (default: this one) and
+// prints and publishes the report.
+func runBenchmark(cmd *cobra.Command, burrow, out string, measure func(ctx context.Context, binary string) (report, error)) error {
+	binary, err := benchBinary(burrow, out)
+	if err != nil {
+		return err
+	}
+	ctx, stop := interruptible()
+	defer stop()
+	machine := bench.DescribeMachine(commandLine(os.Args), binary)
+	r, err := measure(ctx, binary)
+	if err := runError(ctx, err); err != nil {
+		return err
+	}
+	return publish(cmd, r.Markdown(machine), out)
 }
 
 // benchBinary resolves the burrow binary to measure (default: this one)
