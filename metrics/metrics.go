@@ -16,12 +16,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	goruntime "runtime"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -215,11 +216,14 @@ func collectServices(s *scrape, sv node.ServicesStatus) {
 }
 
 func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	return sortedBy(m, func(k string) string { return k })
+}
+
+// sortedBy returns m's keys in the order of their sort strings, so that
+// every scrape lists series in the same order.
+func sortedBy[K comparable, V any](m map[K]V, by func(K) string) []K {
+	keys := slices.Collect(maps.Keys(m))
+	slices.SortFunc(keys, func(a, b K) int { return strings.Compare(by(a), by(b)) })
 	return keys
 }
 
@@ -283,17 +287,18 @@ func (c *Collector) collectLinks(s *scrape, st runtime.Status) {
 	}
 	c.lastSeen = seen
 
-	for lb, n := range counts {
-		s.add(linksDesc, float64(n), lb.kind, lb.path, lb.state)
+	for _, lb := range sortedBy(counts, func(l labels) string { return l.kind + " " + l.path + " " + l.state }) {
+		s.add(linksDesc, float64(counts[lb]), lb.kind, lb.path, lb.state)
 	}
-	for pk, v := range perPeer {
+	for _, pk := range sortedBy(perPeer, func(p peerKey) string { return p.name + " " + p.id }) {
+		v := perPeer[pk]
 		s.add(linkRxBytes, float64(v[0]), pk.id, pk.name)
 		s.add(linkTxBytes, float64(v[1]), pk.id, pk.name)
 		s.add(linkRxPackets, float64(v[2]), pk.id, pk.name)
 		s.add(linkTxPackets, float64(v[3]), pk.id, pk.name)
 	}
-	for pk, seconds := range rtt {
-		s.add(linkRTT, seconds, pk.id, pk.name)
+	for _, pk := range sortedBy(rtt, func(p peerKey) string { return p.name + " " + p.id }) {
+		s.add(linkRTT, rtt[pk], pk.id, pk.name)
 	}
 	s.add(rxBytes, c.totals[0])
 	s.add(txBytes, c.totals[1])
