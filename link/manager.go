@@ -28,6 +28,7 @@ type Timers struct {
 	DeadAfter          time.Duration // declare the peer dead after this much silence
 	HandshakeRetry     time.Duration // first handshake retry interval; doubles per failure
 	MaxHandshakeRetry  time.Duration // cap of the retry interval
+	DirectHeadStart    time.Duration // how long a dial tries only its direct endpoints before relays join
 	RekeyAfter         time.Duration // start a new handshake when the session is this old
 	RekeyAfterMessages uint64        // or when this many messages used its keys
 	RejectAfter        time.Duration // never use a session older than this
@@ -36,10 +37,14 @@ type Timers struct {
 // DefaultTimers are used for every zero field of a Config's Timers.
 func DefaultTimers() Timers {
 	return Timers{
-		Keepalive:          2 * time.Second,
-		DeadAfter:          6 * time.Second,
-		HandshakeRetry:     time.Second,
-		MaxHandshakeRetry:  30 * time.Second,
+		Keepalive:         2 * time.Second,
+		DeadAfter:         6 * time.Second,
+		HandshakeRetry:    time.Second,
+		MaxHandshakeRetry: 30 * time.Second,
+		// Long enough for a direct answer across a continent, short
+		// enough that a pair whose holes are not punched yet gets a
+		// relayed link at once and moves to the direct path later.
+		DirectHeadStart:    250 * time.Millisecond,
 		RekeyAfter:         2 * time.Minute,
 		RekeyAfterMessages: 1 << 40,
 		RejectAfter:        3 * time.Minute,
@@ -57,6 +62,7 @@ func (t Timers) withDefaults() Timers {
 	pick(&t.DeadAfter, d.DeadAfter)
 	pick(&t.HandshakeRetry, d.HandshakeRetry)
 	pick(&t.MaxHandshakeRetry, d.MaxHandshakeRetry)
+	pick(&t.DirectHeadStart, d.DirectHeadStart)
 	pick(&t.RekeyAfter, d.RekeyAfter)
 	pick(&t.RejectAfter, d.RejectAfter)
 	if t.RekeyAfterMessages == 0 {
@@ -650,7 +656,11 @@ func (m *Manager) Tick(now time.Time) {
 		if d.attempt != nil || d.connected(m) || now.Before(d.next) {
 			continue
 		}
-		p, err := m.startHandshake(d.attemptEndpoints(), now, d.backoff)
+		endpoints, wait := d.attemptEndpoints(), d.backoff
+		if len(endpoints) < len(d.Endpoints) {
+			wait = min(wait, m.timers.DirectHeadStart)
+		}
+		p, err := m.startHandshake(endpoints, now, wait)
 		if err != nil {
 			d.LastError = err.Error()
 			m.backoff(d, now)
