@@ -385,7 +385,7 @@ func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
 		return
 	}
 	ps.announced, ps.announcedJ = ps.local, n.ov.joined
-	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0})
+	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 }
 
 // findSuccessor asks through l where we belong on the ring.
@@ -534,6 +534,13 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		if from != nil {
 			ps := n.peer(from.Peer.ID)
 			ps.remote, ps.remoteJoined, ps.relays = m.Reasons, m.Joined, m.Relaying
+			if m.From.ID == from.Peer.ID && from.Endpoint().IsRelay() {
+				// The peer's current candidates, straight from it: a link
+				// that came up relayed starts punching toward them at once
+				// rather than after the next ring exchange.
+				ps.info.Endpoints, ps.info.Relays = m.From.Endpoints, m.From.Relays
+				from.AddCandidates(n.candidates(ps.info))
+			}
 			if m.Closing {
 				n.retire(from, ps, now)
 			}
@@ -822,7 +829,7 @@ func (n *Node) reconcile(now time.Time) {
 			ps.unwanted = now
 		}
 		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing {
-			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0})
+			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 			n.retire(l, ps, now)
 		}
 	}

@@ -96,7 +96,7 @@ type Message struct {
 	Via    nid.ID
 	ID     uint64 // matches replies to requests
 
-	From       Info       // the sender's contact information (all but LinkUse)
+	From       Info       // the sender's contact information (all but Data and TopologyReply)
 	Reasons    Reason     // LinkRequest, LinkUse
 	Joined     bool       // LinkUse: the sender has a successor link
 	Closing    bool       // LinkUse: the sender is closing the link; stop using it
@@ -180,6 +180,7 @@ func (m *Message) Append(dst []byte) []byte {
 		dst = appendInfo(dst, m.From)
 	case LinkUse:
 		dst = append(dst, byte(m.Reasons))
+		dst = appendInfo(dst, m.From)
 	case Successors, Leave:
 		dst = appendInfo(dst, m.From)
 		dst = appendInfo(dst, m.Pred)
@@ -267,6 +268,7 @@ func Parse(b []byte) (Message, error) {
 		m.From = r.info()
 	case LinkUse:
 		m.Reasons = Reason(r.byte())
+		m.From = r.info()
 	case Successors, Leave:
 		m.From = r.info()
 		m.Pred = r.info()
