@@ -1,0 +1,123 @@
+package scenario
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"burrow/sim"
+	"burrow/sim/plot"
+)
+
+const (
+	e9N     = 225
+	e9Pairs = 300
+	// WAN-like paths: 5 ms plus up to 40 ms more, fixed per pair of nodes.
+	e9Latency = 5 * time.Millisecond
+	e9Jitter  = 40 * time.Millisecond
+)
+
+// e9Method is how one forwarding method fared over the pairs.
+type e9Method struct {
+	hops, latency []float64
+	load          map[[2]int32]int // flows per undirected link
+}
+
+func (m *e9Method) add(s *sim.Sim, path []int) {
+	m.hops = append(m.hops, float64(len(path)-1))
+	var d time.Duration
+	for i := 1; i < len(path); i++ {
+		d += s.Latency(s.Node(path[i-1]), s.Node(path[i]))
+		m.load[undirected([2]int32{int32(path[i-1]), int32(path[i])})]++
+	}
+	m.latency = append(m.latency, float64(d.Microseconds())/1e3)
+}
+
+func runE9(o Options) (*Result, error) {
+	r := newResult("e9", "E9: Bounded Flood vs an 802.1D spanning tree on the same overlay (n=225, s=2, k=log2 n)", o)
+	s := build(o, r, "e9", spec{n: e9N, node: uniform(2, 0, true), latency: e9Latency, jitter: e9Jitter})
+	g := s.Graph()
+	tree := g.SpanningTree()
+	rng := rand.New(rand.NewPCG(o.Seed, 9))
+	var pairs [][2]int
+	for len(pairs) < e9Pairs {
+		if a, b := rng.IntN(e9N), rng.IntN(e9N); a != b {
+			pairs = append(pairs, [2]int{a, b})
+		}
+	}
+	// BF: the path a unicast frame takes once the pair has talked (a
+	// probe and its answer teach both ways), traced hop by hop.
+	for k, p := range pairs {
+		s.AddFlow(sim.FlowConfig{Kind: sim.Probes, Src: p[0], Dst: p[1], Start: s.Elapsed() + time.Duration(k)*5*time.Millisecond})
+	}
+	s.RunFor(e9Pairs*5*time.Millisecond + 2*time.Second)
+	var frames []*sim.Flow
+	for k, p := range pairs {
+		frames = append(frames, s.AddFlow(sim.FlowConfig{Kind: sim.OneWay, Src: p[0], Dst: p[1], Start: s.Elapsed() + time.Duration(k)*5*time.Millisecond, Trace: true}))
+	}
+	s.RunFor(e9Pairs*5*time.Millisecond + 2*time.Second)
+	bf := &e9Method{load: map[[2]int32]int{}}
+	stp := &e9Method{load: map[[2]int32]int{}}
+	untraced, flooded := 0, 0
+	var why []string
+	for k, f := range frames {
+		path, err := f.Path()
+		if err != nil {
+			untraced++
+			if len(why) < 3 {
+				why = append(why, err.Error())
+			}
+			continue
+		}
+		if len(f.Links()) > len(path)-1 {
+			flooded++ // a bridge on the way did not know the destination
+		}
+		bf.add(s, path)
+		stp.add(s, tree.Path(pairs[k][0], pairs[k][1]))
+	}
+	if untraced > 0 {
+		r.check("bf paths", fmt.Errorf("%d of %d frames were not delivered: %v", untraced, len(frames), why))
+	}
+	r.note("%d of %d traced frames were flooded on the way by a bridge that did not know the destination; their path is the flood's", flooded, len(frames))
+	t := r.table("paths", fmt.Sprintf("%d random pairs over the same overlay graph (%d nodes, %d links)", e9Pairs, e9N, g.Edges()),
+		"forwarding", "avg hops", "max hops", "avg latency ms", "p90 latency ms", "links used", "busiest link (flows)", "flows on p90 link")
+	for _, m := range []struct {
+		name string
+		m    *e9Method
+	}{{"Bounded Flood", bf}, {"spanning tree (802.1D)", stp}} {
+		var loads []float64
+		for _, c := range m.m.load {
+			loads = append(loads, float64(c))
+		}
+		t.Add(m.name, mean(m.m.hops), int(maxOf(m.m.hops)), mean(m.m.latency), percentile(m.m.latency, 90), len(loads), int(maxOf(loads)), int(percentile(loads, 90)))
+		r.Data[m.name] = map[string]any{"hops": m.m.hops, "latency_ms": m.m.latency, "link_flows": loads}
+	}
+	tl := r.table("latency", "Share of pairs with a path latency under a threshold",
+		"threshold", "Bounded Flood", "spanning tree")
+	for _, ms := range []float64{36, 60, 100} {
+		tl.Add(fmt.Sprintf("%.0f ms", ms), share(bf.latency, ms), share(stp.latency, ms))
+	}
+	r.Figures = append(r.Figures,
+		Figure{Name: "latency", Chart: plot.Chart{Title: "Path latency, BF vs STP (E9, Fig. 8)", XLabel: "one-way path latency (ms)", YLabel: "fraction of pairs", YMax: 1,
+			Series: []plot.Series{plot.CDF("Bounded Flood", bf.latency), plot.CDF("spanning tree", stp.latency)}}},
+		Figure{Name: "hops", Chart: plot.Chart{Title: "Path length, BF vs STP (E9)", XLabel: "hops", YLabel: "fraction of pairs", YMax: 1,
+			Series: []plot.Series{plot.CDF("Bounded Flood", bf.hops), plot.CDF("spanning tree", stp.hops)}}},
+	)
+	inv := invariants(r, "e9", s)
+	r.Data["invariants"] = inv
+	r.note("latency is the sum of the simulated one-way link latencies along the path (%v plus up to %v per pair of nodes); the simulator has no bandwidth model, so link contention is shown as the number of flows sharing a link", e9Latency, e9Jitter)
+	r.note("the spanning tree is the one 802.1D converges to with equal link costs: root = lowest node ID, each bridge's root port on a shortest path, ties to the lower ID")
+	r.note("paper (E9, n=225): BF had 97%% more paths with latency under 36 ms than STP, and 2.2x as many paths above 60 Mbps (37%% vs 18%%)")
+	return r, r.Err()
+}
+
+// share is the percentage of values below limit.
+func share(v []float64, limit float64) string {
+	c := 0
+	for _, x := range v {
+		if x < limit {
+			c++
+		}
+	}
+	return fmt.Sprintf("%.0f%%", 100*float64(c)/float64(max(len(v), 1)))
+}
