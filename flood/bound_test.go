@@ -78,7 +78,7 @@ func (o *overlay) flood(root int) floodResult {
 	send := func(from int, bound nid.ID, hops uint8) {
 		targets = Targets(targets[:0], o.ids[from], o.peers[from], bound)
 		for _, tg := range targets {
-			frb := AppendBroadcast(nil, o.ids[root], tg.Bound, hops, arpFrame)
+			frb := AppendBroadcast(nil, Broadcast, o.ids[root], tg.Bound, hops, arpFrame)
 			queue = append(queue, message{o.index[tg.Peer], frb})
 		}
 	}

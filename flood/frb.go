@@ -28,6 +28,13 @@ const (
 	Broadcast Kind = 1
 	// LeafAdvert tells an adjacent peer which leaf MACs sit behind the sender.
 	LeafAdvert Kind = 2
+	// Transit is a Broadcast started by a bridge that does not own the
+	// frame's source: one that found no path for a unicast frame it was
+	// forwarding (section 3.2.4). Receivers deliver and forward it as a
+	// Broadcast but must not learn the source from it: their way back to
+	// the flooding bridge is not the way to the source, and learning it
+	// would turn the source's path into a loop through that bridge.
+	Transit Kind = 3
 )
 
 func (k Kind) String() string {
@@ -36,6 +43,8 @@ func (k Kind) String() string {
 		return "broadcast"
 	case LeafAdvert:
 		return "leaf-advert"
+	case Transit:
+		return "transit"
 	}
 	return "unknown"
 }
@@ -74,11 +83,11 @@ var (
 type FRB struct {
 	Kind Kind
 	Root nid.ID // the bridge that started the broadcast or owns the leaves
-	// Bound is where the receiver's share of the ring ends (Broadcast only).
+	// Bound is where the receiver's share of the ring ends (broadcasts only).
 	Bound nid.ID
-	// Hops counts the overlay links the broadcast crossed (Broadcast only).
+	// Hops counts the overlay links the broadcast crossed (broadcasts only).
 	Hops uint8
-	// Frame is the original Ethernet frame (Broadcast only), capped at its
+	// Frame is the original Ethernet frame (broadcasts only), capped at its
 	// length so that appending to it cannot overwrite what follows in b.
 	Frame  []byte
 	leaves []byte // capped at its length so Leaf cannot read past the list
@@ -94,12 +103,15 @@ func (f FRB) Leaf(i int) l2.MAC {
 
 func versionKind(k Kind) byte { return Version<<4 | byte(k) }
 
-// AppendBroadcast appends a Broadcast FRB carrying frame to dst. The
+// AppendBroadcast appends a Broadcast or Transit FRB carrying frame to dst. The
 // initiator sends hops 1 and each forwarding node the hops it received plus
 // one, so Hops at a receiver is the number of overlay links the frame
 // crossed, the switching path length of experiment E7.
-func AppendBroadcast(dst []byte, root, bound nid.ID, hops uint8, frame []byte) []byte {
-	dst = append(dst, versionKind(Broadcast))
+func AppendBroadcast(dst []byte, k Kind, root, bound nid.ID, hops uint8, frame []byte) []byte {
+	if k != Transit {
+		k = Broadcast
+	}
+	dst = append(dst, versionKind(k))
 	dst = append(dst, root[:]...)
 	dst = append(dst, bound[:]...)
 	dst = append(dst, hops)
@@ -132,7 +144,7 @@ func Parse(b []byte) (FRB, error) {
 	}
 	f.Kind = Kind(b[0] & 0x0f)
 	switch f.Kind {
-	case Broadcast:
+	case Broadcast, Transit:
 		if len(b) < BroadcastHeaderLen {
 			return FRB{}, ErrTruncated
 		}

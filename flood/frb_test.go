@@ -42,8 +42,9 @@ func TestBroadcastRoundTrip(t *testing.T) {
 		hops := rapid.Uint8().Draw(t, "hops")
 		frame := rapid.SliceOfN(rapid.Byte(), l2.EthernetHeaderLen, 300).Draw(t, "frame")
 		prefix := rapid.SliceOfN(rapid.Byte(), 0, 8).Draw(t, "prefix")
+		kind := rapid.SampledFrom([]Kind{Broadcast, Transit}).Draw(t, "kind")
 
-		b := AppendBroadcast(bytes.Clone(prefix), root, bound, hops, frame)
+		b := AppendBroadcast(bytes.Clone(prefix), kind, root, bound, hops, frame)
 		if !bytes.Equal(b[:len(prefix)], prefix) {
 			t.Fatalf("AppendBroadcast overwrote dst")
 		}
@@ -55,7 +56,7 @@ func TestBroadcastRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Parse: %v", err)
 		}
-		if f.Kind != Broadcast || f.Root != root || f.Bound != bound || f.Hops != hops || !bytes.Equal(f.Frame, frame) || f.NumLeaves() != 0 {
+		if f.Kind != kind || f.Root != root || f.Bound != bound || f.Hops != hops || !bytes.Equal(f.Frame, frame) || f.NumLeaves() != 0 {
 			t.Fatalf("Parse = %+v, want root %v bound %v hops %d frame %x", f, root, bound, hops, frame)
 		}
 	})
@@ -119,7 +120,7 @@ func TestLeafPanicsPastTheList(t *testing.T) {
 
 func TestParseRejectsGarbage(t *testing.T) {
 	root := nid.ID{0xaa}
-	broadcast := AppendBroadcast(nil, root, nid.ID{0xbb}, 3, arpFrame)
+	broadcast := AppendBroadcast(nil, Broadcast, root, nid.ID{0xbb}, 3, arpFrame)
 	advert := AppendLeafAdvert(nil, root, []l2.MAC{{0x02, 0, 0, 0, 0, 1}, {0x02, 0, 0, 0, 0, 2}})
 	with := func(b []byte, i int, v byte) []byte {
 		b = bytes.Clone(b)
@@ -135,7 +136,7 @@ func TestParseRejectsGarbage(t *testing.T) {
 		{"version 0", with(broadcast, 0, 0x01), ErrVersion},
 		{"version 2", with(broadcast, 0, 0x21), ErrVersion},
 		{"kind 0", with(broadcast, 0, 0x10), ErrKind},
-		{"kind 3", with(broadcast, 0, 0x13), ErrKind},
+		{"kind 4", with(broadcast, 0, 0x14), ErrKind},
 		{"broadcast cut in header", broadcast[:BroadcastHeaderLen-1], ErrTruncated},
 		{"broadcast without frame", broadcast[:BroadcastHeaderLen], ErrShortFrame},
 		{"broadcast frame 13 bytes", broadcast[:BroadcastHeaderLen+l2.EthernetHeaderLen-1], ErrShortFrame},
@@ -160,7 +161,7 @@ func TestCodecDoesNotAllocate(t *testing.T) {
 	leaves := []l2.MAC{{0x02, 0, 0, 0, 0, 1}, {0x02, 0, 0, 0, 0, 2}}
 	buf := make([]byte, 0, 1500)
 	allocs := testing.AllocsPerRun(100, func() {
-		b := AppendBroadcast(buf[:0], nid.ID{1}, nid.ID{2}, 1, arpFrame)
+		b := AppendBroadcast(buf[:0], Broadcast, nid.ID{1}, nid.ID{2}, 1, arpFrame)
 		if _, err := Parse(b); err != nil {
 			t.Fatal(err)
 		}
@@ -182,12 +183,13 @@ func reencode(f FRB) []byte {
 	if f.Kind == LeafAdvert {
 		return AppendLeafAdvert(nil, f.Root, leavesOf(f))
 	}
-	return AppendBroadcast(nil, f.Root, f.Bound, f.Hops, f.Frame)
+	return AppendBroadcast(nil, f.Kind, f.Root, f.Bound, f.Hops, f.Frame)
 }
 
 func FuzzParse(f *testing.F) {
-	f.Add(AppendBroadcast(nil, nid.ID{1}, nid.ID{2}, 0, arpFrame))
-	f.Add(AppendBroadcast(nil, nid.ID{}, nid.ID{}, 255, arpFrame[:l2.EthernetHeaderLen]))
+	f.Add(AppendBroadcast(nil, Broadcast, nid.ID{1}, nid.ID{2}, 0, arpFrame))
+	f.Add(AppendBroadcast(nil, Broadcast, nid.ID{}, nid.ID{}, 255, arpFrame[:l2.EthernetHeaderLen]))
+	f.Add(AppendBroadcast(nil, Transit, nid.ID{4}, nid.ID{5}, 2, arpFrame))
 	f.Add(AppendLeafAdvert(nil, nid.ID{3}, []l2.MAC{{0x02, 0, 0, 0, 0, 1}}))
 	f.Add(AppendLeafAdvert(nil, nid.ID{3}, nil))
 	f.Add([]byte{0x12, 0xff})
@@ -198,7 +200,7 @@ func FuzzParse(f *testing.F) {
 			return
 		}
 		switch frb.Kind {
-		case Broadcast:
+		case Broadcast, Transit:
 			if len(frb.Frame) < l2.EthernetHeaderLen {
 				t.Fatalf("accepted a %d-byte frame", len(frb.Frame))
 			}
@@ -216,7 +218,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func BenchmarkParseBroadcast(b *testing.B) {
-	msg := AppendBroadcast(nil, nid.ID{1}, nid.ID{2}, 4, make([]byte, 1400-BroadcastHeaderLen))
+	msg := AppendBroadcast(nil, Broadcast, nid.ID{1}, nid.ID{2}, 4, make([]byte, 1400-BroadcastHeaderLen))
 	b.ReportAllocs()
 	b.SetBytes(int64(len(msg)))
 	for b.Loop() {
@@ -241,10 +243,10 @@ func BenchmarkParseLeafAdvert(b *testing.B) {
 }
 
 func BenchmarkAppendBroadcast(b *testing.B) {
-	frame := make([]byte, 1400-BroadcastHeaderLen)
+	frame := make([]byte, Broadcast, 1400-BroadcastHeaderLen)
 	buf := make([]byte, 0, 1400)
 	b.ReportAllocs()
 	for b.Loop() {
-		buf = AppendBroadcast(buf[:0], nid.ID{1}, nid.ID{2}, 4, frame)
+		buf = AppendBroadcast(buf[:0], Broadcast, nid.ID{1}, nid.ID{2}, 4, frame)
 	}
 }

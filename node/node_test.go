@@ -223,3 +223,60 @@ func TestRelayRefusedWithoutBudget(t *testing.T) {
 		t.Fatal("refused relaying not counted")
 	}
 }
+
+// nextHop is the neighbour n sends frames for mac to; nil for none.
+func (w *testNet) nextHop(n *testNode, mac l2.MAC) *testNode {
+	if n == nil {
+		return nil
+	}
+	e, ok := n.node.learn.Lookup(mac)
+	if !ok {
+		return nil
+	}
+	l := n.node.links.LinkByPort(uint32(e.Port))
+	for _, m := range w.nodes {
+		if l != nil && m.node.Self() == l.Peer.ID {
+			return m
+		}
+	}
+	return nil
+}
+
+// A node that lost its entry for a unicast frame's destination floods the
+// frame on (seed §3.2.4). Its flood must not teach the other nodes that the
+// frame's source lives behind it: the source's neighbours would then send
+// the answer back toward the flooding node, which sends it to them again.
+func TestTransitFloodKeepsTheWayBackToTheSource(t *testing.T) {
+	for i := range 8 {
+		for j := range 8 {
+			if i == j {
+				continue
+			}
+			w := ringWithChords(t, 8, [][2]int{{0, 4}, {2, 6}})
+			for _, n := range w.nodes {
+				n.fromTAP(ethFrame(l2.Broadcast, n.mac, "hello"))
+			}
+			a, b := w.nodes[i], w.nodes[j]
+			// m is the second node on a's path to b, so that a's frame
+			// reaches it through another node.
+			m := w.nextHop(w.nextHop(a, b.mac), b.mac)
+			if m == nil || m == b {
+				continue // b is at most two hops away: no such node
+			}
+			m.node.learn.Expire(w.now.Add(time.Hour)) // m forgets everyone
+			a.fromTAP(ethFrame(b.mac, a.mac, "request"))
+			b.fromTAP(ethFrame(a.mac, b.mac, "reply"))
+			if got := b.countTAP("request"); got != 1 {
+				t.Errorf("%d->%d through %s: request delivered %d times, want 1", i, j, m.name, got)
+			}
+			if got := a.countTAP("reply"); got != 1 {
+				t.Errorf("%d->%d through %s: reply delivered %d times, want 1", i, j, m.name, got)
+			}
+			for _, n := range w.nodes {
+				if d := n.node.Stats().Drops()["hairpin"]; d != 0 {
+					t.Errorf("%d->%d through %s: %s dropped %d frames that would go back where they came from", i, j, m.name, n.name, d)
+				}
+			}
+		}
+	}
+}

@@ -60,17 +60,20 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 			n.stats.drop(DropMalformed)
 			return
 		}
-		n.startFlood(frame, off, now)
+		n.startFlood(flood.Broadcast, frame, off, now)
 		return
 	}
 	e, ok := n.learn.Lookup(dst)
 	if !ok {
 		// Unknown unicast: flood it from here (seed §3.2.4), and the local
-		// TAP may hold a silent host, so it gets a copy too.
+		// TAP may hold a silent host, so it gets a copy too. A frame from a
+		// peer floods as Transit: this bridge does not own its source.
+		kind := flood.Broadcast
 		if in != localPort {
 			n.writeTAP(frame, off)
+			kind = flood.Transit
 		}
-		n.startFlood(frame, off, now)
+		n.startFlood(kind, frame, off, now)
 		return
 	}
 	out := uint32(e.Port)
@@ -130,7 +133,7 @@ func (n *Node) installFlow(k flowKey, out uint32, now time.Time) {
 }
 
 // startFlood sends frame to every node as a Bounded Flood rooted here.
-func (n *Node) startFlood(frame []byte, off l2.Offload, now time.Time) {
+func (n *Node) startFlood(kind flood.Kind, frame []byte, off l2.Offload, now time.Time) {
 	if off.NeedsCsum {
 		// A flood has no offload fields; finish the checksum once here.
 		if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
@@ -139,12 +142,12 @@ func (n *Node) startFlood(frame []byte, off l2.Offload, now time.Time) {
 		}
 	}
 	n.stats.FloodsStarted.Add(1)
-	n.forwardFlood(n.self, n.self, 0, frame, now)
+	n.forwardFlood(kind, n.self, n.self, 0, frame, now)
 }
 
 // forwardFlood sends the broadcast to the adjacent peers inside bound, each
 // with its recomputed bound.
-func (n *Node) forwardFlood(root, bound nid.ID, hops uint8, frame []byte, now time.Time) {
+func (n *Node) forwardFlood(kind flood.Kind, root, bound nid.ID, hops uint8, frame []byte, now time.Time) {
 	n.targets = flood.Targets(n.targets[:0], n.self, n.adjacency, bound)
 	for _, t := range n.targets {
 		l := n.links.Links()[t.Peer]
@@ -152,7 +155,7 @@ func (n *Node) forwardFlood(root, bound nid.ID, hops uint8, frame []byte, now ti
 			continue
 		}
 		n.buf = append(n.buf[:0], byte(wire.InnerFlood))
-		n.buf = flood.AppendBroadcast(n.buf, root, t.Bound, hops+1, frame)
+		n.buf = flood.AppendBroadcast(n.buf, kind, root, t.Bound, hops+1, frame)
 		n.links.Send(l, n.buf, now)
 	}
 }
@@ -169,7 +172,7 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		for i := range m.NumLeaves() {
 			n.learnMAC(m.Leaf(i), p, m.Root, now)
 		}
-	case flood.Broadcast:
+	case flood.Broadcast, flood.Transit:
 		if m.Root == n.self {
 			n.stats.drop(DropLoop)
 			return
@@ -177,7 +180,7 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		n.stats.FloodsReceived.Add(1)
 		var src l2.MAC
 		copy(src[:], m.Frame[6:12])
-		if !src.IsMulticast() {
+		if m.Kind == flood.Broadcast && !src.IsMulticast() {
 			n.learnMAC(src, p, m.Root, now)
 		}
 		n.snoopARP(m.Frame, from.Port, now)
@@ -185,7 +188,7 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		if n.cfg.Trace.Delivered != nil {
 			n.cfg.Trace.Delivered(m.Root, m.Hops, m.Frame)
 		}
-		n.forwardFlood(m.Root, m.Bound, m.Hops, m.Frame, now)
+		n.forwardFlood(m.Kind, m.Root, m.Bound, m.Hops, m.Frame, now)
 		n.stats.FloodsForwarded.Add(uint64(len(n.targets)))
 	}
 }
