@@ -519,6 +519,9 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 				n.remember(in)
 			}
 		}
+		if m.Type == overlay.Successors {
+			o.ring.Prune(m.Origin, m.Successors, func(id nid.ID) bool { return n.upLink(id) != nil })
+		}
 		n.doneWithContact(m.Origin)
 	case overlay.Data:
 		n.svc.kv.HandleMessage(m.Origin, m.Payload, now)

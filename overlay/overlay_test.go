@@ -181,6 +181,30 @@ func TestRingKeepsClosestSuccessorsAndPredecessor(t *testing.T) {
 	})
 }
 
+func TestPruneDropsWhatTheSuccessorDoesNotKnow(t *testing.T) {
+	r := NewRing(nid.ID{0x10}, 8)
+	for _, b := range []byte{0x20, 0x30, 0x40, 0x50, 0x60, 0x70} {
+		r.Consider(Info{ID: nid.ID{b}})
+	}
+	// 0x20 lists its successors 0x40 and 0x60: 0x30 and 0x50, between it
+	// and 0x60, are unknown to it; 0x50 is kept because we link to it;
+	// 0x70, beyond the list, it says nothing of.
+	linked := nid.ID{0x50}
+	if !r.Prune(nid.ID{0x20}, []Info{{ID: nid.ID{0x40}}, {ID: nid.ID{0x60}}}, func(id nid.ID) bool { return id == linked }) {
+		t.Fatal("Prune reports no change")
+	}
+	var got []byte
+	for _, s := range r.Successors(8) {
+		got = append(got, s.ID[0])
+	}
+	if want := []byte{0x20, 0x40, 0x50, 0x60, 0x70}; !bytes.Equal(got, want) {
+		t.Fatalf("successors %x after pruning, want %x", got, want)
+	}
+	if r.Prune(nid.ID{0x20}, nil, func(nid.ID) bool { return false }) {
+		t.Fatal("an empty list pruned something")
+	}
+}
+
 func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))

@@ -80,6 +80,27 @@ func (r *Ring) Forget(id nid.ID) bool {
 	return changed
 }
 
+// Prune drops the successors that from's list of its own successors says
+// do not exist: those between from and the last node listed that the list
+// leaves out, unless keep vouches for them (say, because the owner has a
+// link to them). The list is the closest nodes from knows clockwise, so a
+// node it leaves out of that stretch is unknown to it; trusting this
+// keeps dead nodes, which only their neighbours see die, from living on in
+// second-hand views that pass them back and forth.
+func (r *Ring) Prune(from nid.ID, listed []Info, keep func(nid.ID) bool) bool {
+	if len(listed) == 0 {
+		return false
+	}
+	last := listed[len(listed)-1].ID
+	changed := false
+	r.succ = slices.DeleteFunc(r.succ, func(s Info) bool {
+		drop := nid.InOpen(s.ID, from, last) && !slices.ContainsFunc(listed, func(in Info) bool { return in.ID == s.ID }) && !keep(s.ID)
+		changed = changed || drop
+		return drop
+	})
+	return changed
+}
+
 // Successors returns up to n successors, closest first.
 func (r *Ring) Successors(n int) []Info { return r.succ[:min(n, len(r.succ))] }
 

@@ -2,6 +2,7 @@ package scenario
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"burrow/nid"
@@ -59,12 +60,17 @@ func failover(o Options, r *Result, t *Table, c failoverCase) []outage {
 	var x, near, far *sim.Node
 	for p := range ring {
 		x, near = ring[p], ring[(p+c.target)%len(ring)]
+		// The near target must be reached through the successors: not
+		// over a link of x's own.
+		if slices.Contains(x.Core().Adjacency(), near.ID) {
+			continue
+		}
 		if far = longDistanceBeyond(s, x, near); far != nil {
 			break
 		}
 	}
 	if far == nil {
-		r.check(c.label, fmt.Errorf("no node has a long-distance peer beyond its target"))
+		r.check(c.label, fmt.Errorf("no node has a long-distance peer beyond a target it has no link to"))
 		return nil
 	}
 	start := s.Elapsed() + time.Second
