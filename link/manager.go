@@ -821,17 +821,23 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 			lastRx = l.Since
 		}
 		earlier(lastRx.Add(t.DeadAfter))
-		if s := l.current; s != nil {
-			if s.Initiator {
-				earlier(s.Created.Add(t.RekeyAfter))
-			} else {
-				earlier(s.Created.Add(t.RekeyAfter + t.DeadAfter))
+		// A rekey in flight is timed by its pending handshake; a failed one
+		// is retried at rekeyAt. (Without this the rekey time, passed
+		// already, would ask for a tick now until the peer answers.)
+		if s := l.current; s != nil && l.rekey == nil {
+			due := s.Created.Add(t.RekeyAfter)
+			if !s.Initiator {
+				due = due.Add(t.DeadAfter)
 			}
+			if due.Before(l.rekeyAt) {
+				due = l.rekeyAt
+			}
+			earlier(due)
 		}
 		for _, s := range l.sessions {
 			earlier(s.Created.Add(t.RejectAfter))
-			if s != l.current && l.current != nil {
-				earlier(l.current.Created.Add(sessionGrace))
+			if l.current != nil && s.Created.Before(l.current.Created) {
+				earlier(l.current.Created.Add(sessionGrace)) // when dropOldSessions retires s
 			}
 		}
 	}

@@ -277,6 +277,33 @@ func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 	}
 }
 
+// Drivers sleep until NextDeadline; it must never ask for "now" again
+// after a tick, least of all while a rekey waits for a silent peer or a
+// new session waits to be confirmed.
+func TestNextDeadlineIsAfterATickThroughARekey(t *testing.T) {
+	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second, HandshakeRetry: time.Second})
+	now := time.Unix(1000, 0)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
+	a.m.Tick(now)
+	w.run(now)
+	silent := false
+	w.drop = func(datagram) bool { return silent }
+	for i := range 60 {
+		now = now.Add(250 * time.Millisecond)
+		silent = i >= 38 && i < 44 // the peer is silent as the first rekey starts
+		for _, n := range []*testNode{a, b} {
+			n.m.Tick(now)
+			if next := n.m.NextDeadline(now); !next.After(now) {
+				t.Fatalf("%v at step %d: NextDeadline %v right after a tick at %v", n.addr, i, next, now)
+			}
+		}
+		w.run(now)
+	}
+	if len(a.downs)+len(b.downs) != 0 {
+		t.Fatalf("link went down: %v %v", a.downs, b.downs)
+	}
+}
+
 func TestReplayedTransportIsRejected(t *testing.T) {
 	w, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
