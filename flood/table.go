@@ -152,6 +152,15 @@ func (t *Table) Leaves(root nid.ID, dst []l2.MAC) []l2.MAC {
 	return dst
 }
 
+// Forget drops mac's entry, if any, and reports whether there was one.
+func (t *Table) Forget(mac l2.MAC) bool {
+	i, ok := t.slotOf[mac]
+	if ok {
+		t.remove(i)
+	}
+	return ok
+}
+
 // ForgetPort drops every entry learned through port, as when its link goes
 // down, and returns how many there were.
 func (t *Table) ForgetPort(port Port) int {

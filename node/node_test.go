@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
 )
@@ -272,10 +273,31 @@ func TestTransitFloodKeepsTheWayBackToTheSource(t *testing.T) {
 			if got := a.countTAP("reply"); got != 1 {
 				t.Errorf("%d->%d through %s: reply delivered %d times, want 1", i, j, m.name, got)
 			}
-			for _, n := range w.nodes {
-				if d := n.node.Stats().Drops()["hairpin"]; d != 0 {
-					t.Errorf("%d->%d through %s: %s dropped %d frames that would go back where they came from", i, j, m.name, n.name, d)
-				}
+		}
+	}
+}
+
+// A frame that arrives from the very peer its destination was learned
+// behind proves the entry wrong: it is forgotten and the frame flooded,
+// rather than dropped with every frame after it.
+func TestWrongEntryPointingBackIsRepaired(t *testing.T) {
+	w := ringWithChords(t, 6, nil)
+	for _, n := range w.nodes {
+		n.fromTAP(ethFrame(l2.Broadcast, n.mac, "hello"))
+	}
+	a := w.nodes[0]
+	for _, b := range w.nodes[1:] {
+		m := w.nextHop(a, b.mac)
+		if m == b {
+			continue
+		}
+		back := m.node.links.Links()[a.node.Self()]
+		m.node.learn.Learn(b.mac, flood.Port(back.Port), a.node.Self(), w.now)
+		for i := range 2 {
+			payload := fmt.Sprint("to-", b.name, "-", i)
+			a.fromTAP(ethFrame(b.mac, a.mac, payload))
+			if got := b.countTAP(payload); got != 1 {
+				t.Errorf("frame %d to %s through %s delivered %d times, want 1", i, b.name, m.name, got)
 			}
 		}
 	}

@@ -14,7 +14,6 @@ const (
 	DropAuth                             // failed authentication
 	DropReplay                           // replayed or older than the window
 	DropNoRoute                          // nowhere to send it
-	DropHairpin                          // would leave through the port it came in
 	DropLoop                             // a broadcast of our own came back
 	DropSlowPathFull                     // the core was too busy to take it
 	DropRelayLimit                       // relaying for others is off or over its rate
@@ -24,7 +23,7 @@ const (
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
-	"no_route", "hairpin", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
+	"no_route", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
 }
 
 func (r DropReason) String() string { return dropNames[r] }

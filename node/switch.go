@@ -64,6 +64,14 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 		return
 	}
 	e, ok := n.learn.Lookup(dst)
+	if ok && uint32(e.Port) == in && in != localPort {
+		// The peer sent a frame for a MAC learned behind that very peer:
+		// one of the two entries is wrong. Forget ours and flood, which
+		// finds the MAC wherever it is and teaches the way back.
+		n.learn.Forget(dst)
+		n.dropFlowsTo(dst)
+		ok = false
+	}
 	if !ok {
 		// Unknown unicast: flood it from here (seed §3.2.4), and the local
 		// TAP may hold a silent host, so it gets a copy too. A frame from a
@@ -78,8 +86,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 	}
 	out := uint32(e.Port)
 	if out == in {
-		n.stats.drop(DropHairpin)
-		return
+		return // between two hosts behind our own TAP: theirs to carry
 	}
 	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, now)
 	if out == localPort {
@@ -109,14 +116,19 @@ func (n *Node) learnMAC(mac l2.MAC, p flood.Port, root nid.ID, now time.Time) {
 		return // our own TAP never moves; a peer claiming it is wrong
 	}
 	if old, ok := n.learn.Lookup(mac); ok && old.Port != p {
-		for k := range n.flows {
-			if k.dst == mac {
-				delete(n.flows, k)
-				n.dirty = true
-			}
-		}
+		n.dropFlowsTo(mac)
 	}
 	n.learn.Learn(mac, p, root, now)
+}
+
+// dropFlowsTo removes the flows toward mac, so the data path asks again.
+func (n *Node) dropFlowsTo(mac l2.MAC) {
+	for k := range n.flows {
+		if k.dst == mac {
+			delete(n.flows, k)
+			n.dirty = true
+		}
+	}
 }
 
 func (n *Node) installFlow(k flowKey, out uint32, now time.Time) {
