@@ -385,6 +385,7 @@ func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
 		return
 	}
 	ps.announced, ps.announcedJ = ps.local, n.ov.joined
+	n.count(&n.ov.sent, overlay.LinkUse)
 	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 }
 
@@ -832,6 +833,7 @@ func (n *Node) reconcile(now time.Time) {
 			ps.unwanted = now
 		}
 		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing {
+			n.count(&o.sent, overlay.LinkUse)
 			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 			n.retire(l, ps, now)
 		}
