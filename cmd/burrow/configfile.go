@@ -31,7 +31,15 @@ type nodeLayout struct {
 	TAPName       string
 	Listen        string
 	Bootstrap     []string
+	Beacons       []config.BeaconRef
 	LogLevel      string // empty keeps the default
+}
+
+// contacts are the members a new node reaches first: bootstrap contacts
+// and beacons.
+type contacts struct {
+	bootstrap []netip.AddrPort
+	beacons   []config.BeaconRef // Addr and WebSocket set
 }
 
 // maxInstanceLen keeps "bw-" + instance within an interface name's 15
@@ -40,7 +48,7 @@ const maxInstanceLen = 12
 
 // newNodeLayout derives the file places from the configuration directory,
 // the state directory and the instance name.
-func newNodeLayout(network, dir, state, instance, listen string, bootstrap []netip.AddrPort) (nodeLayout, error) {
+func newNodeLayout(network, dir, state, instance, listen string, first contacts) (nodeLayout, error) {
 	l := nodeLayout{
 		Network:       network,
 		Instance:      instance,
@@ -66,8 +74,11 @@ func newNodeLayout(network, dir, state, instance, listen string, bootstrap []net
 	if _, err := netip.ParseAddrPort(listen); err != nil {
 		return l, fmt.Errorf("--listen %q is not an address:port such as 0.0.0.0:51820", listen)
 	}
-	for _, b := range bootstrap {
+	for _, b := range first.bootstrap {
 		l.Bootstrap = append(l.Bootstrap, b.String())
+	}
+	for _, b := range first.beacons {
+		l.Beacons = append(l.Beacons, config.BeaconRef{Address: b.Addr.String(), WebSocket: b.WebSocket})
 	}
 	return l, nil
 }
@@ -96,21 +107,42 @@ func refuseExisting(paths []string, advice string) error {
 	return fmt.Errorf("refusing to overwrite what exists:\n  %s\n%s", strings.Join(found, "\n  "), advice)
 }
 
-// parseBootstrap checks --bootstrap values: the configuration takes
-// address:port only, no host names.
-func parseBootstrap(values []string) ([]netip.AddrPort, error) {
-	var out []netip.AddrPort
-	for _, v := range values {
+// parseContacts checks --bootstrap and --beacon values: address:port
+// only, no host names; a beacon may add its WebSocket URL after a comma.
+func parseContacts(bootstrap, beacons []string) (contacts, error) {
+	var c contacts
+	addrPort := func(flag, v string) (netip.AddrPort, error) {
 		ap, err := netip.ParseAddrPort(v)
 		if err != nil || ap.Port() == 0 {
-			return nil, fmt.Errorf("--bootstrap %q is not an address:port such as 203.0.113.10:51820 (host names are not accepted)", v)
+			return ap, fmt.Errorf("--%s %q is not an address:port such as 203.0.113.10:51820 (host names are not accepted)", flag, v)
 		}
-		out = append(out, ap)
+		return ap, nil
 	}
-	if len(out) > maxBootstrap {
-		return nil, fmt.Errorf("%d bootstrap contacts given; at most %d are kept (one is enough)", len(out), maxBootstrap)
+	for _, v := range bootstrap {
+		ap, err := addrPort("bootstrap", v)
+		if err != nil {
+			return c, err
+		}
+		c.bootstrap = append(c.bootstrap, ap)
 	}
-	return out, nil
+	for _, v := range beacons {
+		addr, ws, _ := strings.Cut(v, ",")
+		ap, err := addrPort("beacon", addr)
+		if err != nil {
+			return c, err
+		}
+		if ws != "" && (!strings.HasPrefix(ws, "ws://") && !strings.HasPrefix(ws, "wss://") || len(ws) > maxWebSocketURL) {
+			return c, fmt.Errorf("--beacon %q: after the comma comes the beacon's ws:// or wss:// URL (at most %d characters), e.g. 203.0.113.10:51820,wss://203.0.113.10/burrow", v, maxWebSocketURL)
+		}
+		c.beacons = append(c.beacons, config.BeaconRef{Addr: ap, WebSocket: ws})
+	}
+	switch {
+	case len(c.bootstrap) > maxBootstrap:
+		return c, fmt.Errorf("%d bootstrap contacts given; at most %d are kept (one is enough)", len(c.bootstrap), maxBootstrap)
+	case len(c.beacons) > maxBeacons:
+		return c, fmt.Errorf("%d beacons given; at most %d are kept", len(c.beacons), maxBeacons)
+	}
+	return c, nil
 }
 
 // writeNewFile creates path with data, failing if it exists; parent
@@ -305,10 +337,21 @@ relay:
 # Well-known members contacted first: they tell this node how it is seen
 # from outside (STUN) and relay for it when nothing direct works; websocket
 # is their ws:// or wss:// URL, for networks that let only HTTPS out.
+{{- if .Beacons}}
+beacons:
+{{- range .Beacons}}
+  - address: {{q .Address}}
+{{- if .WebSocket}}
+    websocket: {{q .WebSocket}}
+{{- end}}
+    # tls_insecure: false
+{{- end}}
+{{- else}}
 # beacons:
 #   - address: 203.0.113.10:51820
 #     websocket: wss://203.0.113.10/burrow
 #     tls_insecure: false
+{{- end}}
 
 beacon:
   # Serve as a beacon for the other members.

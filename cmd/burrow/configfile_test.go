@@ -19,7 +19,7 @@ const examplePath = "../../packaging/burrow.example.yaml"
 // writes; 'make example-config' rewrites it after the template changed.
 func TestPackagedExampleIsTheInitTemplate(t *testing.T) {
 	l, err := newNodeLayout("home", defaultConfigDir, defaultNodeStateDir, "", config.DefaultListen,
-		[]netip.AddrPort{netip.MustParseAddrPort("203.0.113.10:51820")})
+		contacts{bootstrap: []netip.AddrPort{netip.MustParseAddrPort("203.0.113.10:51820")}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"burrow/config"
 	"burrow/identity"
 )
 
@@ -21,7 +22,8 @@ import (
 // ever leaving their machines. Three tokens travel by copy and paste:
 //
 //	invite   CA machine → new node: the CA certificate, the node's name and
-//	         addresses, bootstrap contacts, an expiry and a random invite ID,
+//	         addresses, bootstrap contacts and beacons, an expiry and a
+//	         random invite ID,
 //	         all signed with the CA key so that nothing can be changed on the
 //	         way.
 //	request  new node → CA machine: the invite as received plus the node's
@@ -44,6 +46,9 @@ const (
 	// carries bare.
 	caCertPEMType = "BURROW CA"
 	maxBootstrap  = 16
+	maxBeacons    = 8
+	// maxWebSocketURL fits a beacon's URL in a token string.
+	maxWebSocketURL = 255
 )
 
 var tokenKindNames = map[byte]string{kindInvite: "an invite", kindRequest: "a join request", kindCert: "a certificate"}
@@ -56,7 +61,7 @@ type invite struct {
 	id         [inviteIDLen]byte
 	name       string
 	addresses  []netip.Prefix
-	bootstrap  []netip.AddrPort
+	first      contacts
 	expires    time.Time
 	certValid  time.Duration
 	signature  [ed25519.SignatureSize]byte
@@ -64,13 +69,13 @@ type invite struct {
 }
 
 // newInvite builds and signs an invite with the CA's private key.
-func newInvite(ca *identity.CA, name string, addresses []netip.Prefix, bootstrap []netip.AddrPort, expires time.Time, certValid time.Duration) (*invite, error) {
+func newInvite(ca *identity.CA, name string, addresses []netip.Prefix, first contacts, expires time.Time, certValid time.Duration) (*invite, error) {
 	caPEM, err := ca.MarshalPublic()
 	if err != nil {
 		return nil, err
 	}
 	block, _ := pem.Decode(caPEM)
-	inv := &invite{caCert: block.Bytes, ca: ca, name: name, addresses: addresses, bootstrap: bootstrap,
+	inv := &invite{caCert: block.Bytes, ca: ca, name: name, addresses: addresses, first: first,
 		expires: expires.Truncate(time.Second), certValid: certValid.Truncate(time.Second)}
 	if _, err := rand.Read(inv.id[:]); err != nil {
 		return nil, err
@@ -98,10 +103,14 @@ func (inv *invite) appendSigned(b []byte) []byte {
 		b = appendAddr(b, p.Addr())
 		b = append(b, byte(p.Bits()))
 	}
-	b = append(b, byte(len(inv.bootstrap)))
-	for _, ap := range inv.bootstrap {
-		b = appendAddr(b, ap.Addr())
-		b = binary.BigEndian.AppendUint16(b, ap.Port())
+	b = append(b, byte(len(inv.first.bootstrap)))
+	for _, ap := range inv.first.bootstrap {
+		b = appendAddrPort(b, ap)
+	}
+	b = append(b, byte(len(inv.first.beacons)))
+	for _, bc := range inv.first.beacons {
+		b = appendAddrPort(b, bc.Addr)
+		b = appendTokenString(b, bc.WebSocket)
 	}
 	b = binary.BigEndian.AppendUint64(b, uint64(inv.expires.Unix()))
 	return binary.BigEndian.AppendUint64(b, uint64(inv.certValid/time.Second))
@@ -146,7 +155,10 @@ func readInviteBody(r *tokenReader) (*invite, error) {
 		inv.addresses = append(inv.addresses, netip.PrefixFrom(addr, bits))
 	}
 	for range r.count(maxBootstrap) {
-		inv.bootstrap = append(inv.bootstrap, netip.AddrPortFrom(r.addr(), r.uint16()))
+		inv.first.bootstrap = append(inv.first.bootstrap, netip.AddrPortFrom(r.addr(), r.uint16()))
+	}
+	for range r.count(maxBeacons) {
+		inv.first.beacons = append(inv.first.beacons, config.BeaconRef{Addr: netip.AddrPortFrom(r.addr(), r.uint16()), WebSocket: r.string()})
 	}
 	inv.expires = time.Unix(int64(r.uint64()), 0)
 	inv.certValid = time.Duration(r.uint64()) * time.Second
@@ -345,6 +357,10 @@ func (r *tokenReader) finish() error {
 }
 
 func appendTokenString(b []byte, s string) []byte { return append(append(b, byte(len(s))), s...) }
+
+func appendAddrPort(b []byte, ap netip.AddrPort) []byte {
+	return binary.BigEndian.AppendUint16(appendAddr(b, ap.Addr()), ap.Port())
+}
 
 func appendAddr(b []byte, a netip.Addr) []byte {
 	if a.Is4() {

@@ -102,7 +102,8 @@ func TestInviteJoinAcceptMakesAMember(t *testing.T) {
 	mustRunSetupCLI(t, append(alpha.flags(), "init", "--network", "home", "--ca", "--name", "alpha", "--address", "10.10.0.1/24")...)
 
 	out := mustRunSetupCLI(t, "invite", "--ca", alpha.caDir(), "--name", "beta", "--address", "10.10.0.2/24",
-		"--bootstrap", "192.0.2.1:51820", "--bootstrap", "[2001:db8::1]:51820")
+		"--bootstrap", "192.0.2.1:51820", "--bootstrap", "[2001:db8::1]:51820",
+		"--beacon", "192.0.2.9:51820,wss://192.0.2.9/burrow", "--beacon", "192.0.2.10:51820")
 	inviteToken := tokenAfter(t, out, "burrow join ")
 
 	out = mustRunSetupCLI(t, append(beta.flags(), "join", inviteToken)...)
@@ -127,6 +128,13 @@ func TestInviteJoinAcceptMakesAMember(t *testing.T) {
 	wantBoot := []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:51820"), netip.MustParseAddrPort("[2001:db8::1]:51820")}
 	if cfg.Network != "home" || !slices.Equal(cfg.Overlay.BootstrapAddrs, wantBoot) {
 		t.Errorf("configuration: network %q, bootstrap %v", cfg.Network, cfg.Overlay.BootstrapAddrs)
+	}
+	var beacons []string
+	for _, b := range cfg.Beacons {
+		beacons = append(beacons, b.Addr.String()+" "+b.WebSocket)
+	}
+	if want := []string{"192.0.2.9:51820 wss://192.0.2.9/burrow", "192.0.2.10:51820 "}; !slices.Equal(beacons, want) {
+		t.Errorf("configuration: beacons %q, want %q", beacons, want)
 	}
 	if cert.Name != "beta" || !slices.Equal(cert.Addresses, []netip.Prefix{netip.MustParsePrefix("10.10.0.2/24")}) || cert.ID().String() != joinID {
 		t.Errorf("certificate %+v is not what the invite said", cert)
@@ -221,7 +229,7 @@ func TestTamperedOrExpiredInviteIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inv, err := newInvite(ca, "beta", []netip.Prefix{netip.MustParsePrefix("10.10.0.2/24")}, nil, time.Now().Add(time.Hour), time.Hour)
+	inv, err := newInvite(ca, "beta", []netip.Prefix{netip.MustParsePrefix("10.10.0.2/24")}, contacts{}, time.Now().Add(time.Hour), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +242,7 @@ func TestTamperedOrExpiredInviteIsRefused(t *testing.T) {
 		t.Fatalf("tampered invite: %v, want a signature error", err)
 	}
 
-	expired, err := newInvite(ca, "beta", nil, nil, time.Now().Add(-time.Minute), time.Hour)
+	expired, err := newInvite(ca, "beta", nil, contacts{}, time.Now().Add(-time.Minute), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}

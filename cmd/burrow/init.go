@@ -40,8 +40,8 @@ func (s *setupFlags) register(cmd *cobra.Command) {
 }
 
 // layout is where the node's files go.
-func (s setupFlags) layout(network string, bootstrap []netip.AddrPort) (nodeLayout, error) {
-	l, err := newNodeLayout(network, s.dir, s.state, s.instance, s.listen, bootstrap)
+func (s setupFlags) layout(network string, first contacts) (nodeLayout, error) {
+	l, err := newNodeLayout(network, s.dir, s.state, s.instance, s.listen, first)
 	if err != nil {
 		return l, err
 	}
@@ -87,6 +87,7 @@ func newInitCmd() *cobra.Command {
 		name      string
 		addresses []string
 		bootstrap []string
+		beacons   []string
 		certValid time.Duration
 	)
 	cmd := &cobra.Command{
@@ -154,11 +155,11 @@ The instance also names the TAP (bw-NAME) and the control socket
 			if err != nil {
 				return err
 			}
-			boot, err := parseBootstrap(bootstrap)
+			first, err := parseContacts(bootstrap, beacons)
 			if err != nil {
 				return err
 			}
-			l, err := setup.layout(network, boot)
+			l, err := setup.layout(network, first)
 			if err != nil {
 				return err
 			}
@@ -186,6 +187,7 @@ The instance also names the TAP (bw-NAME) and the control socket
 	f.StringVar(&name, "name", "", "this node's name (default: the host name)")
 	f.StringSliceVar(&addresses, "address", nil, "with --ca: this node's virtual address with prefix length, e.g. 10.10.0.1/24 (repeatable)")
 	f.StringSliceVar(&bootstrap, "bootstrap", nil, "address:port of a member to join through (repeatable)")
+	f.StringArrayVar(&beacons, "beacon", nil, "address:port of a beacon, optionally ,ws(s)://URL for networks that let only HTTPS out (repeatable)")
 	f.DurationVar(&certValid, "valid", 365*24*time.Hour, "with --ca: how long this node's certificate stays valid")
 	return cmd
 }

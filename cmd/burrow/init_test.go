@@ -83,7 +83,7 @@ func TestInitFailingHalfwayLeavesNothing(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(m.dir, "burrow.yaml"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	l, err := newNodeLayout("home", m.dir, m.state, "", config.DefaultListen, nil)
+	l, err := newNodeLayout("home", m.dir, m.state, "", config.DefaultListen, contacts{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,8 @@ var commentedField = regexp.MustCompile(`^(\s*)# (\s*(?:- )?[a-z_]+:(?: .*)?)$`)
 // fails.
 func TestConfigTemplateDocumentsEveryField(t *testing.T) {
 	l, err := newNodeLayout("home", "/etc/burrow", "/var/lib/burrow", "", "[::]:51820",
-		[]netip.AddrPort{netip.MustParseAddrPort("[2001:db8::1]:51820")})
+		contacts{bootstrap: []netip.AddrPort{netip.MustParseAddrPort("[2001:db8::1]:51820")},
+			beacons: []config.BeaconRef{{Addr: netip.MustParseAddrPort("192.0.2.9:51820"), WebSocket: "wss://192.0.2.9/burrow"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

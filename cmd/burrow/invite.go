@@ -32,7 +32,7 @@ CA machine and the node key never leaves the node:
   4. new node:    burrow join --cert CERT, then burrow up
 
 The invite carries the network's CA certificate, the node's name and
-addresses, bootstrap contacts and an expiry, signed with the CA key: nobody
+addresses, bootstrap contacts, beacons and an expiry, signed with the CA key: nobody
 can change them on the way, and 'invite accept' certifies exactly what the
 invite says. The invite holds no secret, but whoever holds it can send a
 request: before accepting, compare the node ID that 'invite accept' shows
@@ -45,16 +45,17 @@ func newInviteCmd() *cobra.Command {
 		name      string
 		addresses []string
 		bootstrap []string
+		beacons   []string
 		valid     time.Duration
 		certValid time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "invite --ca DIR --name NAME [--address ADDR]... [--bootstrap HOST:PORT]...",
+		Use:   "invite --ca DIR --name NAME [--address ADDR]... [--bootstrap HOST:PORT]... [--beacon HOST:PORT[,URL]]...",
 		Short: "Invite a new node into the network (run where the CA key is)",
 		Long:  "Print a one-line invite for a new node.\n\n" + enrollmentHelp,
 		Example: `  burrow invite --ca /secure/home-ca --name beta --address 10.10.0.2/24 \
       --bootstrap 203.0.113.10:51820
-  burrow invite --ca ./ca --name sensor-7 --bootstrap 203.0.113.10:51820 --valid 1h --cert-valid 720h
+  burrow invite --ca ./ca --name sensor-7 --beacon 203.0.113.10:51820,wss://203.0.113.10/burrow --valid 1h --cert-valid 720h
   burrow invite accept REQUEST --ca /secure/home-ca`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -77,7 +78,7 @@ func newInviteCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			boot, err := parseBootstrap(bootstrap)
+			first, err := parseContacts(bootstrap, beacons)
 			if err != nil {
 				return err
 			}
@@ -85,12 +86,12 @@ func newInviteCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			inv, err := newInvite(ca, name, prefixes, boot, time.Now().Add(valid), certValid)
+			inv, err := newInvite(ca, name, prefixes, first, time.Now().Add(valid), certValid)
 			if err != nil {
 				return err
 			}
-			if len(boot) == 0 {
-				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no --bootstrap given: the new node will know no member to join through until overlay.bootstrap is set in its configuration")
+			if len(first.bootstrap) == 0 && len(first.beacons) == 0 {
+				fmt.Fprintln(cmd.ErrOrStderr(), "warning: no --bootstrap or --beacon given: the new node will know no member to join through until overlay.bootstrap or beacons is set in its configuration")
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Invite for node %q of network %q, usable until %s.\n", name, ca.Network, inv.expires.Format(time.RFC3339))
@@ -104,6 +105,7 @@ func newInviteCmd() *cobra.Command {
 	f.StringVar(&name, "name", "", "the new node's name: 1-64 characters of A-Z, a-z, 0-9, '.', '_' and '-'")
 	f.StringSliceVar(&addresses, "address", nil, "the new node's virtual address with prefix length, e.g. 10.10.0.2/24 (repeatable)")
 	f.StringSliceVar(&bootstrap, "bootstrap", nil, "address:port of a member the new node joins through (repeatable)")
+	f.StringArrayVar(&beacons, "beacon", nil, "address:port of a beacon, optionally ,ws(s)://URL for networks that let only HTTPS out (repeatable)")
 	f.DurationVar(&valid, "valid", 72*time.Hour, "how long the invite can be used")
 	f.DurationVar(&certValid, "cert-valid", 365*24*time.Hour, "how long the new node's certificate stays valid")
 	cmd.AddCommand(newInviteAcceptCmd())

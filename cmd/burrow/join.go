@@ -64,7 +64,7 @@ node's key and the network's CA, and install it. The node is then ready for
 			if time.Now().After(inv.expires) {
 				return fmt.Errorf("the invite expired at %s; ask the CA for a new one", inv.expires.Format(time.RFC3339))
 			}
-			l, err := setup.layout(inv.ca.Network, inv.bootstrap)
+			l, err := setup.layout(inv.ca.Network, inv.first)
 			if err != nil {
 				return err
 			}
@@ -114,7 +114,7 @@ func joinWithInvite(out io.Writer, setup setupFlags, l nodeLayout, inv *invite, 
 // installCert checks a certificate against this node's CA and key and
 // writes it where the configuration expects it.
 func installCert(out io.Writer, setup setupFlags, arg string, force bool) error {
-	l, err := setup.layout("", nil)
+	l, err := setup.layout("", contacts{})
 	if err != nil {
 		return err
 	}
