@@ -259,3 +259,16 @@ func TestTopologyCrawlMapsTheWholeOverlay(t *testing.T) {
 		t.Fatalf("crawl reports %d link ends, the nodes have %d", len(v.Links), links)
 	}
 }
+
+// A beacon that remembers a node links to it first after a restart; the
+// node must take that link as its beacon link rather than dial on in vain.
+func TestABeaconThatLinksFirstIsTheNodesBeacon(t *testing.T) {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	beacon := w.add("beacon", 600, OverlayConfig{Params: overlay.Params{Successors: 2}})
+	n := w.addWith("n", 601, OverlayConfig{Params: overlay.Params{Successors: 2}}, ReachConfig{Beacons: []Beacon{{Addr: beacon.addr}}})
+	w.connect(0, 1)
+	w.advance(10*time.Second, 250*time.Millisecond)
+	if st := n.node.Status(); st.Reach.Beacon != beacon.node.Self().String() {
+		t.Fatalf("the node does not take the beacon's link as its beacon link: %+v", st.Reach)
+	}
+}

@@ -147,6 +147,12 @@ func (n *Node) reachTick(now time.Time) {
 		return
 	}
 	r.beacon = nid.ID{}
+	for _, id := range n.adjacency {
+		if l := n.upLink(id); l != nil && n.isBeaconAddress(l.Endpoint()) {
+			n.adoptBeacon(l, n.peer(id))
+			return
+		}
+	}
 	if r.failedUDP >= len(r.cfg.Beacons) {
 		// UDP reached no beacon: ask for a stream to one that takes them.
 		for i, b := range r.cfg.Beacons {
@@ -183,16 +189,33 @@ func (n *Node) StreamDown(stream uint32, now time.Time) {
 }
 
 // beaconLinkUp marks a link to the beacon we dialed; it reports whether l
-// is that link.
+// is that link. A beacon that remembers us may link first, before our dial
+// learned who answers at its address, so the address counts too.
 func (n *Node) beaconLinkUp(l *link.Link, ps *peerState) bool {
 	r := &n.reach
-	if r.dial == nil || r.dial.Peer != l.Peer.ID {
+	if r.dial == nil {
 		return false
 	}
-	n.links.RemoveDial(r.dial)
+	if r.dial.Peer != l.Peer.ID && (r.dial.Peer != nid.ID{} || !slices.Contains(r.dial.Endpoints, l.Endpoint())) {
+		return false
+	}
+	n.adoptBeacon(l, ps)
+	return true
+}
+
+// adoptBeacon makes l the node's beacon link and ends any beacon dial.
+func (n *Node) adoptBeacon(l *link.Link, ps *peerState) {
+	r := &n.reach
+	if r.dial != nil {
+		n.links.RemoveDial(r.dial)
+	}
 	r.dial, r.beacon, r.failedUDP = nil, l.Peer.ID, 0
 	ps.local |= overlay.ReasonBeacon
-	return true
+}
+
+// isBeaconAddress reports whether ep is a configured beacon's UDP address.
+func (n *Node) isBeaconAddress(ep link.Endpoint) bool {
+	return slices.ContainsFunc(n.reach.cfg.Beacons, func(b Beacon) bool { return link.UDPEndpoint(b.Addr) == ep })
 }
 
 // beaconDialFailed moves on to the next beacon.
