@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"burrow/config"
+	"burrow/netlab"
 	"burrow/netlab/cluster"
 )
 
@@ -94,4 +96,77 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 	}
 	t.Logf("restarted nodes rejoined %v after restart", time.Since(restarted).Round(100*time.Millisecond))
 	pingAll(t, nw.Nodes, 60*time.Second)
+}
+
+// TestHeavyFlowMovesToAnOnDemandLink: on a bare ring (one successor, no
+// long-distance links) a TCP flow between opposite nodes crosses bridges;
+// above the threshold the ends open a direct link and the flow moves onto
+// it without the connection breaking; once quiet, the link goes again.
+func TestHeavyFlowMovesToAnOnDemandLink(t *testing.T) {
+	_, nw := newSelfOrganizing(t, 8)
+	first := nw.Nodes[0]
+	for _, n := range nw.Nodes {
+		n.Config.Overlay.Successors = 1
+		n.Config.Overlay.LongDistance = "0"
+		n.Config.Overlay.Stabilize = time.Second
+		n.Config.Overlay.OnDemand = config.OnDemand{Threshold: 1e6, Window: time.Second, Idle: 3 * time.Second}
+		if n != first {
+			n.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
+		}
+	}
+	startAll(t, nw)
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
+		t.Fatal(err)
+	}
+	ring := byRing(nw)
+	a, b := ring[0], ring[len(ring)/2]
+	onDemand := func() (bool, uint64) {
+		st, err := a.Status()
+		if err != nil {
+			return false, 0
+		}
+		for _, l := range st.Links {
+			if l.NodeID != b.ID.String() {
+				continue
+			}
+			for _, ol := range st.Overlay.Links {
+				if ol.Peer == l.NodeID && slices.Contains(ol.Local, "on-demand") {
+					return true, l.TxBytes
+				}
+			}
+		}
+		return false, 0
+	}
+	if up, _ := onDemand(); up {
+		t.Fatal("an on-demand link before any traffic")
+	}
+	if _, err := netlab.StartIperf3Server(b.Host); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		res, err := netlab.Iperf3(ctxFor(t, 30*time.Second), a.Host, b.Address.Addr(), 8)
+		t.Logf("iperf3: %.0f Mbit/s, %d retransmits", res.BitsPerSecond/1e6, res.Retransmits)
+		done <- err
+	}()
+	if err := cluster.WaitFor(ctxFor(t, 8*time.Second), "an on-demand link under load", func() bool { up, _ := onDemand(); return up }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("on-demand link up %v after the flow started", time.Since(start).Round(100*time.Millisecond))
+	_, before := onDemand()
+	if err := <-done; err != nil {
+		t.Fatalf("the TCP flow broke while moving to the on-demand link: %v", err)
+	}
+	// The flow's bytes went over the direct link once it was up.
+	up, after := onDemand()
+	if !up || after-before < 10<<20 {
+		t.Fatalf("the flow did not move onto the on-demand link: up %v, %d bytes on it during the rest of the flow", up, after-before)
+	}
+	t.Logf("%d MiB went over the on-demand link", (after-before)>>20)
+	quiet := time.Now()
+	if err := cluster.WaitFor(ctxFor(t, 20*time.Second), "the on-demand link to close when quiet", func() bool { up, _ := onDemand(); return !up }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("on-demand link closed %v after the flow ended", time.Since(quiet).Round(100*time.Millisecond))
 }
