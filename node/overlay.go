@@ -841,7 +841,15 @@ func (n *Node) reconcile(now time.Time) {
 	for _, id := range nid.SortedKeys(o.peers) {
 		ps := o.peers[id]
 		if ps != nil && ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
-			if l := n.links.Links()[id]; l != nil {
+			l := n.links.Links()[id]
+			if l != nil && redialedSince(l, ps.retireAt.Add(-drainTime)) {
+				// The peer dialed again while the link drained: it needs
+				// the link and believes it up, so tearing it down would
+				// leave a one-sided link that it ends up burying as dead.
+				n.unretire(ps)
+				continue
+			}
+			if l != nil {
 				n.links.Down(l, "closed: no longer needed")
 			}
 		}
@@ -864,6 +872,18 @@ func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
 	ps.closing, ps.retireAt = true, now.Add(drainTime)
 	n.setAdjacency()
 	n.forgetPort(l.Port)
+}
+
+// unretire takes a retiring link back into use.
+func (n *Node) unretire(ps *peerState) {
+	ps.closing, ps.retireAt, ps.unwanted = false, time.Time{}, time.Time{}
+	n.setAdjacency()
+}
+
+// redialedSince reports whether l has a session from a handshake after t.
+func redialedSince(l *link.Link, t time.Time) bool {
+	sessions := l.Sessions()
+	return len(sessions) > 0 && sessions[len(sessions)-1].Created.After(t)
 }
 
 // Leave tells the neighbours this node is going, so they repair the ring

@@ -272,3 +272,25 @@ func TestABeaconThatLinksFirstIsTheNodesBeacon(t *testing.T) {
 		t.Fatalf("the node does not take the beacon's link as its beacon link: %+v", st.Reach)
 	}
 }
+
+// Both ends retire a link, one a little later; the earlier one then finds
+// it needs the link after all and dials again while the later one is still
+// draining. The later one must keep the fresh link, not tear it down under
+// a peer that believes it up (which then times it out and buries a live
+// successor for deadMemory).
+func TestALinkRedialedWhileDrainingSurvives(t *testing.T) {
+	w := newOverlayNet(t, 3, 31, overlay.Params{Successors: 1})
+	w.settle(t, 30*time.Second)
+	live := w.live()
+	a, b := live[0], live[1] // b is a's successor: a redials it at once
+	la, lb := a.node.upLink(b.node.Self()), b.node.upLink(a.node.Self())
+	a.node.retire(la, a.node.peer(b.node.Self()), w.now)
+	b.node.retire(lb, b.node.peer(a.node.Self()), w.now.Add(300*time.Millisecond))
+	w.advance(10*time.Second, 50*time.Millisecond)
+	if errs := w.ringErrors(); len(errs) > 0 {
+		t.Fatalf("ring broken after the redial: %v", errs)
+	}
+	if a.node.upLink(b.node.Self()) == nil || b.node.upLink(a.node.Self()) == nil {
+		t.Fatalf("one-sided link: a→b %v, b→a %v", a.node.upLink(b.node.Self()) != nil, b.node.upLink(a.node.Self()) != nil)
+	}
+}
