@@ -99,7 +99,13 @@ func TestConcurrentDHCPGivesDistinctAddresses(t *testing.T) {
 	if t.Failed() {
 		for _, node := range nw.Nodes {
 			if st, err := node.Status(); err == nil {
-				t.Logf("%s: dhcp %+v dht %+v", node.Name, st.Services.DHCP, st.Services.DHT)
+				var unjoined []string
+				for _, l := range st.Overlay.Links {
+					if !l.RemoteJoined {
+						unjoined = append(unjoined, l.Peer[:8])
+					}
+				}
+				t.Logf("%s %s: pred %.8s succ %.8s links to peers not joined %v dhcp %+v dht %+v", node.Name, node.ID.Short(), st.Overlay.Predecessor, st.Overlay.Successors, unjoined, st.Services.DHCP, st.Services.DHT)
 			}
 		}
 		return

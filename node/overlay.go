@@ -42,11 +42,13 @@ const (
 	requestTimeout        = 5 * time.Second
 	closeGrace            = 3 * time.Second
 	// drainTime keeps a retired link open for what is still in flight on it.
-	drainTime    = time.Second
-	dialAttempts = 3
-	controlTTL   = 64
-	rememberMax  = 32
-	deadMemory   = 30 * time.Second
+	drainTime = time.Second
+	// announceRetry spaces LinkUse repeats until the peer answers one.
+	announceRetry = time.Second
+	dialAttempts  = 3
+	controlTTL    = 64
+	rememberMax   = 32
+	deadMemory    = 30 * time.Second
 	// rememberedContacts is how many remembered nodes a restart contacts.
 	rememberedContacts = 3
 )
@@ -61,10 +63,15 @@ type peerState struct {
 	remoteJoined bool
 	announced    overlay.Reason // last reasons we sent
 	announcedJ   bool
-	dial         *link.Dial
-	unwanted     time.Time // when both sides stopped wanting the link
-	closing      bool      // closed on purpose, not a failure
-	retireAt     time.Time // when a retiring link is torn down
+	announcedAt  time.Time
+	// heard: a LinkUse of the peer arrived on this link. Until then ours
+	// ask for one, and are repeated, because the first datagrams on a new
+	// session can reach the peer before it has installed the session.
+	heard    bool
+	dial     *link.Dial
+	unwanted time.Time // when both sides stopped wanting the link
+	closing  bool      // closed on purpose, not a failure
+	retireAt time.Time // when a retiring link is torn down
 }
 
 // ldSlot is one long-distance link: its harmonic draw and, once a node
@@ -381,12 +388,13 @@ func (n *Node) remember(in overlay.Info) {
 
 // announce tells the peer why we keep the link, if that changed.
 func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
-	if !force && ps.announced == ps.local && ps.announcedJ == n.ov.joined {
+	unanswered := !ps.heard && n.now.Sub(ps.announcedAt) >= announceRetry
+	if !force && !unanswered && ps.announced == ps.local && ps.announcedJ == n.ov.joined {
 		return
 	}
-	ps.announced, ps.announcedJ = ps.local, n.ov.joined
+	ps.announced, ps.announcedJ, ps.announcedAt = ps.local, n.ov.joined, n.now
 	n.count(&n.ov.sent, overlay.LinkUse)
-	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
+	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, Ask: !ps.heard, From: n.selfInfo()})
 }
 
 // findSuccessor asks through l where we belong on the ring.
@@ -538,6 +546,10 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		if from != nil {
 			ps := n.peer(from.Peer.ID)
 			ps.remote, ps.remoteJoined, ps.relays = m.Reasons, m.Joined, m.Relaying
+			ps.heard = true
+			if m.Ask && !m.Closing {
+				n.announce(from, ps, true)
+			}
 			if m.From.ID == from.Peer.ID && from.Endpoint().IsRelay() {
 				// The peer's current candidates, straight from it: a link
 				// that came up relayed starts punching toward them at once
@@ -842,7 +854,7 @@ func (n *Node) reconcile(now time.Time) {
 		ps := o.peers[id]
 		if ps != nil && ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
 			l := n.links.Links()[id]
-			if l != nil && redialedSince(l, ps.retireAt.Add(-drainTime)) {
+			if l != nil && newSessionSince(l, ps.retireAt.Add(-drainTime)) {
 				// The peer dialed again while the link drained: it needs
 				// the link and believes it up, so tearing it down would
 				// leave a one-sided link that it ends up burying as dead.
@@ -880,8 +892,8 @@ func (n *Node) unretire(ps *peerState) {
 	n.setAdjacency()
 }
 
-// redialedSince reports whether l has a session from a handshake after t.
-func redialedSince(l *link.Link, t time.Time) bool {
+// newSessionSince reports whether l has a session from a handshake after t.
+func newSessionSince(l *link.Link, t time.Time) bool {
 	sessions := l.Sessions()
 	return len(sessions) > 0 && sessions[len(sessions)-1].Created.After(t)
 }

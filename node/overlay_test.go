@@ -294,3 +294,24 @@ func TestALinkRedialedWhileDrainingSurvives(t *testing.T) {
 		t.Fatalf("one-sided link: a→b %v, b→a %v", a.node.upLink(b.node.Self()) != nil, b.node.upLink(a.node.Self()) != nil)
 	}
 }
+
+// The first LinkUse on a new link can be lost: the peer's data path may
+// see it before its control plane installed the session. A node that has
+// not heard the peer's LinkUse asks again until it does; a stale "not
+// joined" would otherwise keep messages from being routed through the peer
+// for good.
+func TestALostLinkUseIsAskedForAgain(t *testing.T) {
+	w := newOverlayNet(t, 3, 32, overlay.Params{Successors: 1})
+	w.settle(t, 30*time.Second)
+	live := w.live()
+	a, b := live[0], live[1]
+	ps := a.node.peer(b.node.Self())
+	if !ps.remoteJoined || !ps.heard {
+		t.Fatal("a has not heard its successor's LinkUse after settling")
+	}
+	ps.remoteJoined, ps.heard = false, false
+	w.advance(2*time.Second, 100*time.Millisecond)
+	if ps := a.node.peer(b.node.Self()); !ps.remoteJoined || !ps.heard {
+		t.Fatal("a did not ask its successor again for the LinkUse it missed")
+	}
+}

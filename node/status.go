@@ -139,6 +139,9 @@ type OverlayLink struct {
 	Peer   string   `json:"peer"`
 	Local  []string `json:"local"`
 	Remote []string `json:"remote"`
+	// RemoteJoined: the peer says it has found its place on the ring, so
+	// messages are routed through it.
+	RemoteJoined bool `json:"remote_joined"`
 }
 
 // OnDemandStatus counts on-demand links.
@@ -178,7 +181,7 @@ func (n *Node) Overlay() OverlayStatus {
 	}
 	for id, ps := range o.peers {
 		if n.upLink(id) != nil {
-			st.Links = append(st.Links, OverlayLink{Peer: id.String(), Local: ReasonNames(ps.local), Remote: ReasonNames(ps.remote)})
+			st.Links = append(st.Links, OverlayLink{Peer: id.String(), Local: ReasonNames(ps.local), Remote: ReasonNames(ps.remote), RemoteJoined: ps.remoteJoined})
 		}
 	}
 	sort.Slice(st.Links, func(i, j int) bool { return st.Links[i].Peer < st.Links[j].Peer })

@@ -101,6 +101,7 @@ type Message struct {
 	Joined     bool       // LinkUse: the sender has a successor link
 	Closing    bool       // LinkUse: the sender is closing the link; stop using it
 	Relaying   bool       // LinkUse: the sender relays for other members
+	Ask        bool       // LinkUse: the sender has not heard the receiver's LinkUse on this link; answer with one
 	Accepted   bool       // LinkReply
 	Pred       Info       // Successors, Leave: the sender's predecessor (zero ID if unknown)
 	Successors []Info     // Successors, Leave
@@ -136,6 +137,7 @@ const (
 	flagAck   = 4
 	flagClose = 8
 	flagRelay = 16
+	flagAsk   = 32
 )
 
 // Decoding errors.
@@ -164,6 +166,9 @@ func (m *Message) Append(dst []byte) []byte {
 	}
 	if m.Relaying {
 		flags |= flagRelay
+	}
+	if m.Ask {
+		flags |= flagAsk
 	}
 	dst = append(dst, version, byte(m.Type), m.TTL, flags)
 	dst = append(dst, m.Dest[:]...)
@@ -250,11 +255,11 @@ func Parse(b []byte) (Message, error) {
 	}
 	m.TTL = b[2]
 	flags := b[3]
-	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay) != 0 {
+	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay|flagAsk) != 0 {
 		return m, ErrField
 	}
 	m.Exact, m.Joined, m.Accepted = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0
-	m.Closing, m.Relaying = flags&flagClose != 0, flags&flagRelay != 0
+	m.Closing, m.Relaying, m.Ask = flags&flagClose != 0, flags&flagRelay != 0, flags&flagAsk != 0
 	copy(m.Dest[:], b[4:])
 	copy(m.Origin[:], b[4+nid.Size:])
 	copy(m.Via[:], b[4+2*nid.Size:])

@@ -57,6 +57,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
 			m.Joined, m.Closing = rapid.Bool().Draw(t, "joined"), rapid.Bool().Draw(t, "closing")
 			m.Relaying = rapid.Bool().Draw(t, "relaying")
+			m.Ask = rapid.Bool().Draw(t, "ask")
 		case Successors, Leave:
 			m.From, m.Pred = genInfo(t, "from"), genInfo(t, "pred")
 			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
