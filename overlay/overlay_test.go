@@ -132,6 +132,7 @@ func FuzzParse(f *testing.F) {
 	f.Add((&Message{Type: FindSuccessor, TTL: 64, From: Info{ID: nid.ID{7}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820")}}}).Append(nil))
 	f.Add((&Message{Type: Successors, Successors: []Info{{ID: nid.ID{1}}, {ID: nid.ID{2}}}}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
+	f.Add((&Message{Type: LinkUse, Reasons: ReasonLongDistance, Ask: true, Relaying: true}).Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)
 		if err != nil {
