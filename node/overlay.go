@@ -43,8 +43,10 @@ const (
 	closeGrace            = 3 * time.Second
 	// drainTime keeps a retired link open for what is still in flight on it.
 	drainTime = time.Second
-	// announceRetry spaces LinkUse repeats until the peer answers one.
+	// announceRetry spaces LinkUse repeats until the peer answers one, at
+	// most maxAsks times: a peer with its overlay off never answers.
 	announceRetry = time.Second
+	maxAsks       = 5
 	dialAttempts  = 3
 	controlTTL    = 64
 	rememberMax   = 32
@@ -68,6 +70,7 @@ type peerState struct {
 	// ask for one, and are repeated, because the first datagrams on a new
 	// session can reach the peer before it has installed the session.
 	heard    bool
+	asks     int // LinkUse sent without having heard the peer's
 	dial     *link.Dial
 	unwanted time.Time // when both sides stopped wanting the link
 	closing  bool      // closed on purpose, not a failure
@@ -388,11 +391,14 @@ func (n *Node) remember(in overlay.Info) {
 
 // announce tells the peer why we keep the link, if that changed.
 func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
-	unanswered := !ps.heard && n.now.Sub(ps.announcedAt) >= announceRetry
+	unanswered := !ps.heard && ps.asks < maxAsks && n.now.Sub(ps.announcedAt) >= announceRetry
 	if !force && !unanswered && ps.announced == ps.local && ps.announcedJ == n.ov.joined {
 		return
 	}
 	ps.announced, ps.announcedJ, ps.announcedAt = ps.local, n.ov.joined, n.now
+	if !ps.heard {
+		ps.asks++
+	}
 	n.count(&n.ov.sent, overlay.LinkUse)
 	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, Ask: !ps.heard, From: n.selfInfo()})
 }

@@ -315,3 +315,15 @@ func TestALostLinkUseIsAskedForAgain(t *testing.T) {
 		t.Fatal("a did not ask its successor again for the LinkUse it missed")
 	}
 }
+
+// A peer with its overlay off never answers a LinkUse; the asking stops.
+func TestAskingForALinkUseStopsWhenThePeerNeverAnswers(t *testing.T) {
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
+	a := w.add("a", 700, OverlayConfig{Params: overlay.Params{Successors: 1}})
+	w.add("b", 701, OverlayConfig{Disabled: true})
+	w.connect(0, 1)
+	w.advance(30*time.Second, 250*time.Millisecond)
+	if sent := a.node.ov.sent[overlay.LinkUse]; sent == 0 || sent > maxAsks {
+		t.Fatalf("a sent %d LinkUse to a peer that never answers, want 1..%d", sent, maxAsks)
+	}
+}
