@@ -210,11 +210,29 @@ func TestTwoNetworksOnTheSameMachinesStayApart(t *testing.T) {
 	enableMetrics(t, red.members[0], "127.0.0.1:9101")
 	enableMetrics(t, blue.members[0], "127.0.0.1:9101") // the same port on the same host fails
 	red.start(t)
-	blue.start(t)
 	// blue0 cannot bind the metrics port red0 holds: it must refuse to
-	// start and say why, not run without metrics.
-	if err := blue.members[0].process.Wait(); err == nil {
-		t.Fatal("a second node bound the metrics port the first holds")
+	// start and say why, not run without metrics. red0 must hold the port
+	// before blue0 starts, or the two race for it.
+	err := cluster.WaitFor(ctxFor(t, 10*time.Second), "red0 to serve metrics", func() bool {
+		conn, err := inside(red.members[0].host, func() (net.Conn, error) { return net.DialTimeout("tcp", "127.0.0.1:9101", time.Second) })
+		if err == nil {
+			conn.Close()
+		}
+		return err == nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	blue.start(t)
+	exited := make(chan error, 1)
+	go func() { exited <- blue.members[0].process.Wait() }()
+	select {
+	case err := <-exited:
+		if err == nil {
+			t.Fatal("a second node bound the metrics port the first holds")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("blue0 still runs 10 s after start although its metrics port is taken")
 	}
 	if log, _ := os.ReadFile(blue.members[0].process.LogPath()); !bytes.Contains(log, []byte("metrics.listen")) {
 		t.Errorf("blue0's error does not name metrics.listen:\n%s", log)
