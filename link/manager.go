@@ -765,8 +765,14 @@ func (m *Manager) dropOldSessions(l *Link, now time.Time) {
 	kept := l.sessions[:0]
 	changed := false
 	for _, s := range l.sessions {
+		if n := s.received.Load(); n != s.seenReceived {
+			s.seenReceived, s.lastUsed = n, now
+		}
 		expired := now.Sub(s.Created) >= m.timers.RejectAfter
-		replaced := s != l.current && s.Created.Before(l.current.Created) && now.Sub(l.current.Created) >= sessionGrace
+		// When both ends handshake at once (both try the direct path of a
+		// relayed link), each may send on a different new session; a
+		// session the peer still sends on is not replaced for it yet.
+		replaced := s != l.current && s.Created.Before(l.current.Created) && now.Sub(retiredSince(l.current, s)) >= sessionGrace
 		if expired || replaced {
 			delete(m.sessions, s.LocalIndex)
 			changed = true
@@ -788,6 +794,15 @@ func (m *Manager) dropOldSessions(l *Link, now time.Time) {
 	if changed {
 		m.events.SessionsChanged()
 	}
+}
+
+// retiredSince is when s, older than current, became unneeded: when
+// current was made or the peer last sent on s, whichever is later.
+func retiredSince(current, s *Session) time.Time {
+	if s.lastUsed.After(current.Created) {
+		return s.lastUsed
+	}
+	return current.Created
 }
 
 // NextDeadline is when Tick should run next.
@@ -837,7 +852,7 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		for _, s := range l.sessions {
 			earlier(s.Created.Add(t.RejectAfter))
 			if l.current != nil && s.Created.Before(l.current.Created) {
-				earlier(l.current.Created.Add(sessionGrace)) // when dropOldSessions retires s
+				earlier(retiredSince(l.current, s).Add(sessionGrace)) // when dropOldSessions retires s
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -377,5 +378,47 @@ func TestDialWithExpectedIDGivesUpAndReports(t *testing.T) {
 	}
 	if len(a.ups) != 0 {
 		t.Fatal("a link came up with a node other than the expected one")
+	}
+}
+
+// When both ends handshake at once, each may send on a different new
+// session; a replaced session the peer still sends on must stay until the
+// peer stops using it, and waiting for that must not make the driver spin.
+func TestReplacedSessionStaysWhileThePeerSendsOnIt(t *testing.T) {
+	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 5 * time.Minute})
+	now := time.Unix(1000, 0)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
+	a.m.Tick(now)
+	w.run(now)
+	la := a.m.Links()[b.m.Self()]
+	old := la.Current()
+	step := func(peerUsesOld bool) {
+		now = now.Add(250 * time.Millisecond)
+		if peerUsesOld {
+			old.received.Add(1) // as the data path counts a message opened on it
+		}
+		for _, n := range []*testNode{a, b} {
+			n.m.Tick(now)
+			if next := n.m.NextDeadline(now); !next.After(now) {
+				t.Fatalf("%v: NextDeadline %v right after a tick at %v", n.addr, next, now)
+			}
+		}
+		a.m.Send(la, []byte{1}, now)
+		w.run(now)
+	}
+	for la.Current() == old {
+		step(true)
+	}
+	for range 120 { // 30 s, three times sessionGrace
+		step(true)
+	}
+	if !slices.Contains(la.Sessions(), old) {
+		t.Fatal("the session the peer still sends on was dropped")
+	}
+	for range 60 {
+		step(false)
+	}
+	if slices.Contains(la.Sessions(), old) {
+		t.Fatal("the replaced session stayed after the peer stopped using it")
 	}
 }

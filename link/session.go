@@ -101,6 +101,11 @@ type Session struct {
 	received   atomic.Uint64 // messages opened, for rekey-on-volume
 	confirmed  atomic.Bool   // the peer has proven it holds the keys
 
+	// Kept by the Manager: when the peer was last seen sending on this
+	// session, sampled from received at each tick.
+	seenReceived uint64
+	lastUsed     time.Time
+
 	mu     sync.Mutex
 	replay replayWindow
 }
