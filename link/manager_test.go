@@ -247,13 +247,18 @@ func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 	}
 }
 
-func TestRekeyKeepsTrafficFlowing(t *testing.T) {
-	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
+// linkedPair is pair with a's link to b up.
+func linkedPair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode, *Link, time.Time) {
+	w, a, b := pair(t, timers)
 	now := time.Unix(1000, 0)
 	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
-	la := a.m.Links()[b.m.Self()]
+	return w, a, b, a.m.Links()[b.m.Self()], now
+}
+
+func TestRekeyKeepsTrafficFlowing(t *testing.T) {
+	w, a, b, la, now := linkedPair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
 	first := la.Current()
 	for i := 0; i < 60; i++ {
 		now = now.Add(500 * time.Millisecond)
@@ -385,12 +390,7 @@ func TestDialWithExpectedIDGivesUpAndReports(t *testing.T) {
 // session; a replaced session the peer still sends on must stay until the
 // peer stops using it, and waiting for that must not make the driver spin.
 func TestReplacedSessionStaysWhileThePeerSendsOnIt(t *testing.T) {
-	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 5 * time.Minute})
-	now := time.Unix(1000, 0)
-	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
-	a.m.Tick(now)
-	w.run(now)
-	la := a.m.Links()[b.m.Self()]
+	w, a, b, la, now := linkedPair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 5 * time.Minute})
 	old := la.Current()
 	step := func(peerUsesOld bool) {
 		now = now.Add(250 * time.Millisecond)
