@@ -137,16 +137,22 @@ func pair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode) {
 	return &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}, a, b
 }
 
-func TestHandshakeBringsLinkUpOnBothSides(t *testing.T) {
-	w, a, b := pair(t, Timers{})
+// linkedPair is pair with a's link to b up.
+func linkedPair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode, *Link, time.Time) {
+	w, a, b := pair(t, timers)
 	now := time.Unix(1000, 0)
 	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
 	a.m.Tick(now)
 	w.run(now)
+	return w, a, b, a.m.Links()[b.m.Self()], now
+}
+
+func TestHandshakeBringsLinkUpOnBothSides(t *testing.T) {
+	w, a, b, la, now := linkedPair(t, Timers{})
 	if len(a.ups) != 1 || len(b.ups) != 1 {
 		t.Fatalf("ups: a=%v b=%v, want one each", a.ups, b.ups)
 	}
-	la, lb := a.m.Links()[b.m.Self()], b.m.Links()[a.m.Self()]
+	lb := b.m.Links()[a.m.Self()]
 	if la == nil || lb == nil || la.Peer.Name != "b" || lb.Peer.Name != "a" {
 		t.Fatalf("links not keyed by verified peer: %+v %+v", la, lb)
 	}
@@ -209,11 +215,7 @@ func TestPinnedKeyMismatchIsRefused(t *testing.T) {
 }
 
 func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
-	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second})
-	now := time.Unix(1000, 0)
-	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
-	a.m.Tick(now)
-	w.run(now)
+	w, a, b, _, now := linkedPair(t, Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second})
 	silent := false
 	w.drop = func(datagram) bool { return silent }
 	for i := 0; i < 10; i++ {
@@ -247,16 +249,6 @@ func TestDeadPeerIsDetectedAndRedialed(t *testing.T) {
 	}
 }
 
-// linkedPair is pair with a's link to b up.
-func linkedPair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode, *Link, time.Time) {
-	w, a, b := pair(t, timers)
-	now := time.Unix(1000, 0)
-	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
-	a.m.Tick(now)
-	w.run(now)
-	return w, a, b, a.m.Links()[b.m.Self()], now
-}
-
 func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 	w, a, b, la, now := linkedPair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second})
 	first := la.Current()
@@ -287,11 +279,7 @@ func TestRekeyKeepsTrafficFlowing(t *testing.T) {
 // after a tick, least of all while a rekey waits for a silent peer or a
 // new session waits to be confirmed.
 func TestNextDeadlineIsAfterATickThroughARekey(t *testing.T) {
-	w, a, b := pair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second, HandshakeRetry: time.Second})
-	now := time.Unix(1000, 0)
-	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
-	a.m.Tick(now)
-	w.run(now)
+	w, a, b, _, now := linkedPair(t, Timers{Keepalive: time.Second, DeadAfter: 5 * time.Second, RekeyAfter: 10 * time.Second, RejectAfter: 15 * time.Second, HandshakeRetry: time.Second})
 	silent := false
 	w.drop = func(datagram) bool { return silent }
 	for i := range 60 {
@@ -311,12 +299,7 @@ func TestNextDeadlineIsAfterATickThroughARekey(t *testing.T) {
 }
 
 func TestReplayedTransportIsRejected(t *testing.T) {
-	w, a, b := pair(t, Timers{})
-	now := time.Unix(1000, 0)
-	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
-	a.m.Tick(now)
-	w.run(now)
-	la := a.m.Links()[b.m.Self()]
+	w, a, b, la, now := linkedPair(t, Timers{})
 	a.m.Send(la, []byte("once"), now)
 	d := a.outbox[0]
 	replay := bytes.Clone(d.b)
