@@ -81,6 +81,30 @@ func newSelfOrganizing(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 	return lab, nw
 }
 
+// newJoiningRing is newSelfOrganizing with every node joining through the
+// first and stabilizing every second, so that rings form quickly.
+func newJoiningRing(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
+	t.Helper()
+	lab, nw := newSelfOrganizing(t, n)
+	first := nw.Nodes[0]
+	for _, node := range nw.Nodes {
+		node.Config.Overlay.Stabilize = time.Second
+		if node != first {
+			node.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
+		}
+	}
+	return lab, nw
+}
+
+// startRing starts every node and waits for their ring to be consistent.
+func startRing(t *testing.T, nw *cluster.Network) {
+	t.Helper()
+	startAll(t, nw)
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func startAll(t *testing.T, nw *cluster.Network) {
 	t.Helper()
 	for _, node := range nw.Nodes {

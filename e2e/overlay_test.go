@@ -17,19 +17,10 @@ import (
 // they build the ring with successor and long-distance links, every pair
 // pings, two nodes die and the rest repair, they come back and rejoin.
 func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
-	_, nw := newSelfOrganizing(t, 16)
+	_, nw := newJoiningRing(t, 16)
 	first := nw.Nodes[0]
-	for _, n := range nw.Nodes {
-		n.Config.Overlay.Stabilize = time.Second
-		if n != first {
-			n.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
-		}
-	}
 	start := time.Now()
-	startAll(t, nw)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
-		t.Fatal(err)
-	}
+	startRing(t, nw)
 	t.Logf("ring of 16 consistent %v after start", time.Since(start).Round(100*time.Millisecond))
 	err := cluster.WaitFor(ctxFor(t, 30*time.Second), "long-distance links", func() bool {
 		withLD := 0
@@ -103,21 +94,13 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 // above the threshold the ends open a direct link and the flow moves onto
 // it without the connection breaking; once quiet, the link goes again.
 func TestHeavyFlowMovesToAnOnDemandLink(t *testing.T) {
-	_, nw := newSelfOrganizing(t, 8)
-	first := nw.Nodes[0]
+	_, nw := newJoiningRing(t, 8)
 	for _, n := range nw.Nodes {
 		n.Config.Overlay.Successors = 1
 		n.Config.Overlay.LongDistance = "0"
-		n.Config.Overlay.Stabilize = time.Second
 		n.Config.Overlay.OnDemand = config.OnDemand{Threshold: 1e6, Window: time.Second, Idle: 3 * time.Second}
-		if n != first {
-			n.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
-		}
 	}
-	startAll(t, nw)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
-		t.Fatal(err)
-	}
+	startRing(t, nw)
 	ring := byRing(nw)
 	a, b := ring[0], ring[len(ring)/2]
 	onDemand := func() (bool, uint64) {

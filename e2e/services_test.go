@@ -22,25 +22,17 @@ import (
 // are .11 and up, DHCP hands out .100-.199, DNS answers on .1.
 func servicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 	t.Helper()
-	lab, nw := newSelfOrganizing(t, n)
-	first := nw.Nodes[0]
+	lab, nw := newJoiningRing(t, n)
 	for i, node := range nw.Nodes {
 		node.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, 0, byte(11 + i)}), 24)
 		node.Config.TAP.Addresses = []string{node.Address.String()}
 		node.Config.TAP.Bridge = "br0"
-		node.Config.Overlay.Stabilize = time.Second
-		if node != first {
-			node.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
-		}
 		node.Config.Services.Network = "10.99.0.0/24"
 		node.Config.Services.DHCP.Enabled = true
 		node.Config.Services.DHCP.Range = "10.99.0.100-10.99.0.199"
 		node.Config.Services.DNS.Domain = "burrow.test"
 	}
-	startAll(t, nw)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
-		t.Fatal(err)
-	}
+	startRing(t, nw)
 	return lab, nw
 }
 
@@ -186,19 +178,14 @@ func TestVirtualDNS(t *testing.T) {
 // Ethernet. A third node with the second one's machine id collides and
 // moves to the next candidate.
 func TestContainerSubnetsReachEachOther(t *testing.T) {
-	_, nw := newSelfOrganizing(t, 3)
+	_, nw := newJoiningRing(t, 3)
 	ids := []string{"0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210", "fedcba9876543210fedcba9876543210"}
-	first := nw.Nodes[0]
 	for i, node := range nw.Nodes {
 		idFile := filepath.Join(node.Dir, "machine-id")
 		if err := os.WriteFile(idFile, []byte(ids[i]+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		node.Config.Services.Subnets = config.SubnetConfig{Enabled: true, Families: []string{"ipv4"}, MachineID: idFile}
-		node.Config.Overlay.Stabilize = time.Second
-		if node != first {
-			node.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
-		}
 	}
 	// The collider starts last, so the second node holds the subnet first.
 	for _, node := range nw.Nodes[:2] {
@@ -273,19 +260,9 @@ func TestContainerSubnetsReachEachOther(t *testing.T) {
 // node to another (a gratuitous ARP announces it); a third node, pinging
 // it all along, reaches it again within a second.
 func TestAddressRelocation(t *testing.T) {
-	_, nw := newSelfOrganizing(t, 4)
-	first := nw.Nodes[0]
-	for _, node := range nw.Nodes {
-		node.Config.Overlay.Stabilize = time.Second
-		if node != first {
-			node.Config.Overlay.Bootstrap = []string{first.Endpoint().String()}
-		}
-	}
-	startAll(t, nw)
+	_, nw := newJoiningRing(t, 4)
+	startRing(t, nw)
 	ctx := ctxFor(t, 60*time.Second)
-	if err := cluster.WaitFor(ctx, "a consistent ring", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
-		t.Fatal(err)
-	}
 	pinger, from, to := nw.Nodes[1], nw.Nodes[2], nw.Nodes[3]
 	const moving = "10.99.0.200"
 	if out, err := from.Host.Run(ctx, "ip", "addr", "add", moving+"/24", "dev", "burrow0"); err != nil {
