@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
@@ -199,7 +200,7 @@ func TestContainerSubnetsReachEachOther(t *testing.T) {
 			return netip.Prefix{}
 		}
 		for _, s := range st.Services.Subnets {
-			if s.State == warrens.Claimed {
+			if s.State == warrens.Claimed.String() {
 				return s.Prefix
 			}
 		}
@@ -225,6 +226,7 @@ func TestContainerSubnetsReachEachOther(t *testing.T) {
 	if s2 == warrens.Subnet(warrens.IPv4, warrens.NodeHash(ids[2])) {
 		t.Fatal("the collider kept the subnet the second node had claimed first")
 	}
+	checkSubnetCommand(t, nw.Nodes[2], s2, s1, nw.Nodes[1])
 	// A container on each of the first two nodes.
 	var containers []*netlab.Host
 	var addrs []netip.Addr
@@ -254,6 +256,37 @@ func TestContainerSubnetsReachEachOther(t *testing.T) {
 			t.Error(err)
 		}
 	}
+}
+
+// checkSubnetCommand runs 'burrow subnet --json' against a node, as an
+// operator would, and expects its claimed subnet there, routed on the
+// default bridge, and a collision on the subnet the holder claimed first.
+func checkSubnetCommand(t *testing.T, n *cluster.Node, claimed, collided netip.Prefix, holder *cluster.Node) {
+	t.Helper()
+	out := burrowCLI(t, "subnet", "--json", "--socket", n.Config.ControlSocket)
+	var got struct {
+		Enabled bool `json:"enabled"`
+		Subnets []struct {
+			Family, State, Bridge, Gateway string
+			Prefix                         netip.Prefix
+			Collisions                     []struct {
+				Prefix netip.Prefix
+				Holder string
+			}
+		} `json:"subnets"`
+	}
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("burrow subnet --json on %s: %v\n%s", n.Name, err, out)
+	}
+	if !got.Enabled || len(got.Subnets) != 1 {
+		t.Fatalf("burrow subnet --json on %s: want one claim:\n%s", n.Name, out)
+	}
+	s := got.Subnets[0]
+	if s.Family != "ipv4" || s.Prefix != claimed || s.State != "claimed" || s.Bridge != "bw-cni0" || s.Gateway != warrens.Bridge(claimed).String() ||
+		len(s.Collisions) != 1 || s.Collisions[0].Prefix != collided || s.Collisions[0].Holder != holder.ID.String() {
+		t.Errorf("burrow subnet --json on %s: want %v claimed after %v collided with %s:\n%s", n.Name, claimed, collided, holder.Name, out)
+	}
+	t.Logf("burrow subnet on %s:\n%s", n.Name, burrowCLI(t, "subnet", "--socket", n.Config.ControlSocket))
 }
 
 // TestAddressRelocation is the paper's E2/E11: an address moves from one

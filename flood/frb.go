@@ -1,11 +1,3 @@
-// Package flood implements Bounded Flood, burrow's loop-free broadcast over
-// the ring overlay (EdgeVPN paper, section 3.2): the FRB (Flood Route and
-// Bound) wire format, the flooding-bound algorithm that tells each node which
-// adjacent peers to forward a broadcast to and how far along the ring each may
-// carry it, and the learning table that maps leaf MAC addresses to the port
-// and root bridge they were seen behind.
-//
-// The package does no I/O and keeps no clock: callers pass the time in.
 package flood
 
 import (

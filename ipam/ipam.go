@@ -1,6 +1,7 @@
 // Package ipam is the DHCP server every burrow node answers on its own TAP
-// device, with leases kept in the DHT, as the IPOP paper does it (section
-// 3, "dynamic allocation of IP addresses"; section 4.1, "DHCP/DHT proxy"):
+// device, with leases kept in the DHT, as the IPOP paper
+// (seeds/ipop-self-configuring-grid-vpn.txt) does it (section 3, "dynamic
+// allocation of IP addresses"; section 4.1, "DHCP/DHT proxy"):
 //
 //   - The client talks to a proxy on its own node, never to a central
 //     server; the proxy "attempts to write IP:P2P address values to the
@@ -47,8 +48,8 @@ import (
 	"github.com/insomniacslk/dhcp/iana"
 
 	"burrow/dht"
-	"burrow/ipam/udp4"
 	"burrow/l2"
+	"burrow/l2/udp4"
 )
 
 // Config is the namespace's DHCP configuration, the same on every node,

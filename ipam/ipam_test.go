@@ -14,8 +14,8 @@ import (
 
 	"burrow/dht"
 	"burrow/dht/dhttest"
-	"burrow/ipam/udp4"
 	"burrow/l2"
+	"burrow/l2/udp4"
 	"burrow/nid"
 )
 

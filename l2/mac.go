@@ -1,7 +1,3 @@
-// Package l2 parses and builds the Ethernet-level things burrow switches:
-// MAC addresses, Ethernet headers, virtio-net offload headers, and the
-// segmentation and coalescing of TCP/UDP super-frames that the TAP device
-// hands over when offloads are on.
 package l2
 
 import (

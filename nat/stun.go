@@ -1,7 +1,3 @@
-// Package nat holds the pure parts of reaching nodes behind NATs: STUN
-// binding requests and answers (RFC 8489, with pion/stun for the format),
-// and a prober that learns this node's server-reflexive addresses from
-// several STUN servers and tells what kind of mapping its NAT does.
 package nat
 
 import (

@@ -1,4 +1,5 @@
 // Package nid defines burrow node IDs: 128-bit positions on the overlay ring,
+// the NIDs of the EdgeVPN seed's Symphony ring (section 3.2.3, Fig. 2),
 // derived from a hash of the node's static public key so that they spread
 // evenly and cannot be chosen.
 package nid

@@ -1,8 +1,13 @@
-// Package node is burrow's core: it composes links, the Bounded Flood
-// switch and (later) the overlay into one state machine driven by events —
-// a datagram, a frame from the TAP, a timer — and answers with actions
-// through its Output. It does no I/O, starts no goroutines and reads no
-// clock; the daemon (package runtime) and the simulator drive the same code.
+// Package node is burrow's core: what the EdgeVPN seed splits into a
+// node's overlay controller, SDN controller and switch (section 3, Fig. 1),
+// in one. It composes links (package link), the Bounded Flood switch
+// (package flood), the Symphony overlay (package overlay) with its
+// on-demand links, NAT traversal and relaying, and the services on the TAP
+// (DHCP, DNS, ARP answers and Warrens subnets, kept in the DHT) into one
+// state machine driven by events — a datagram, a frame from the TAP, a
+// timer — and answers with actions through its Output. It does no I/O,
+// starts no goroutines and reads no clock; the daemon (package runtime)
+// and the simulator drive the same code.
 //
 // Per-frame work is split off into the Dataplane, which switches, encrypts
 // and decrypts known traffic from an immutable snapshot the core publishes,

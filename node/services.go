@@ -340,7 +340,48 @@ type ServicesStatus struct {
 	Names       []vdns.RegisterResult `json:"names,omitempty"`
 	ARPEntries  int                   `json:"arp_entries"`
 	ARPAnswered uint64                `json:"arp_answered"`
-	Subnets     []warrens.Status      `json:"subnets,omitempty"`
+	// Subnets are the container subnet claims, one per family; empty
+	// when services.subnets is off.
+	Subnets []SubnetStatus `json:"subnets,omitempty"`
+}
+
+// SubnetStatus is one self-assigned container subnet (Warrens), with its
+// states spelled out for people and scripts.
+type SubnetStatus struct {
+	Family string `json:"family"` // ipv4 or ipv6
+	// Prefix is the subnet claimed, or the candidate being claimed.
+	Prefix netip.Prefix `json:"prefix"`
+	// State is waiting (for the node to join the ring: a claim written
+	// earlier would land where the other nodes do not look), claiming,
+	// claimed, or exhausted (other nodes hold every candidate).
+	State string `json:"state"`
+	// Attempt counts the candidates found held by other nodes before
+	// Prefix: 0 is the subnet derived from the machine id itself.
+	Attempt int `json:"attempt"`
+	// Expires is when the claim lapses unless renewed; zero until claimed.
+	Expires    time.Time         `json:"expires,omitzero"`
+	Collisions []SubnetCollision `json:"collisions,omitempty"`
+	// Bridge is the local bridge the subnet is routed on. The core knows
+	// nothing of bridges: the daemon, which creates it, fills it in.
+	Bridge string `json:"bridge,omitempty"`
+}
+
+// SubnetCollision is a candidate subnet found held by another node.
+type SubnetCollision struct {
+	Prefix netip.Prefix `json:"prefix"`
+	Holder string       `json:"holder"` // the holder's node ID
+}
+
+func (s *servicesState) subnetStatus(cl *warrens.Claimer) SubnetStatus {
+	c := cl.Status()
+	st := SubnetStatus{Family: c.Family.String(), Prefix: c.Prefix, State: c.State.String(), Attempt: c.Attempt, Expires: c.Expires}
+	if !s.started {
+		st.State = "waiting"
+	}
+	for _, col := range c.Collisions {
+		st.Collisions = append(st.Collisions, SubnetCollision{Prefix: col.Prefix, Holder: col.Holder.String()})
+	}
+	return st
 }
 
 func (n *Node) servicesStatus(now time.Time) ServicesStatus {
@@ -355,7 +396,7 @@ func (n *Node) servicesStatus(now time.Time) ServicesStatus {
 		st.DNS, st.Names = &ns, s.dns.Names()
 	}
 	for _, cl := range s.claimers {
-		st.Subnets = append(st.Subnets, cl.Status())
+		st.Subnets = append(st.Subnets, s.subnetStatus(cl))
 	}
 	return st
 }

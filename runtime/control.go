@@ -50,6 +50,11 @@ func (d *Daemon) Status() (Status, error) {
 			off := d.dev.Offloads()
 			st.TAP.Name, st.TAP.Queues = d.dev.Name(), d.dev.NumQueues()
 			st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO = off.VnetHdr, off.TSO, off.USO
+			// Without a TAP a claimed subnet is routed nowhere, so only
+			// a node with one names the bridge.
+			for i := range st.Services.Subnets {
+				st.Services.Subnets[i].Bridge = d.cfg.Services.Subnets.Bridge
+			}
 		}
 		for _, p := range d.addrs {
 			st.TAP.Addresses = append(st.TAP.Addresses, p.String())

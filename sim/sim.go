@@ -3,7 +3,8 @@
 // with latency, loss, partitions, failures and restarts, and with a
 // virtual host behind each node's TAP that sends broadcasts, ping-like
 // probes and bulk flows. Scenarios built on it (package sim/scenario)
-// reproduce the EdgeVPN paper's experiments and check burrow's invariants.
+// reproduce the EdgeVPN paper's experiments E3–E9 and check burrow's
+// invariants.
 //
 // The engine is pure like the core: no sockets, no goroutines, no wall
 // clock and one seeded random source, so a run replays exactly from its

@@ -76,7 +76,7 @@ func fakeNode(t *testing.T, st *runtime.Status) string {
 func runOpsCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
 	root := &cobra.Command{Use: "burrow", SilenceUsage: true, SilenceErrors: true}
-	root.AddCommand(newPeersCmd(), newTopologyCmd())
+	root.AddCommand(newPeersCmd(), newTopologyCmd(), newSubnetCmd())
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)

@@ -1,4 +1,5 @@
-// Package turnc is burrow's TURN client (RFC 8656). It holds one UDP
+// Package turnc is burrow's TURN client (RFC 8656): the standard relay the
+// EdgeVPN seed's NAT traversal falls back on (section 3.3). It holds one UDP
 // allocation on a TURN server, reached from burrow's shared UDP socket, so
 // the relayed address and burrow's own traffic use one local port and the
 // server sees the same 5-tuple as every peer does.

@@ -1,6 +1,9 @@
-// Package udp4 reads and writes the UDP-over-IPv4-over-Ethernet frames that
-// burrow's local services — the DHCP server and the virtual DNS — exchange
-// with the TAP device.
+// Package udp4 reads and writes the UDP-over-IPv4-over-Ethernet frames
+// that burrow's local services exchange with the TAP device: the DHCP
+// server (package ipam) and the virtual DNS (package vdns), the IPOP
+// paper's DHCP over the DHT and virtual DNS. It is a packet format like
+// those of package l2, whose Ethernet header and checksums it uses, and
+// imports nothing else of burrow.
 //
 // Parse is strict about structure (lengths, IPv4 header checksum, no
 // fragments, no options beyond what the header length says) but does not

@@ -1,0 +1,2 @@
+// Package stray is in no layer.
+package stray

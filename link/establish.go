@@ -1,0 +1,237 @@
+package link
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"burrow/wire"
+)
+
+type pending struct {
+	localIndex  uint32
+	remoteIndex uint32
+	endpoints   []Endpoint
+	started     time.Time
+	expires     time.Time
+	initiator   *Initiator
+	responder   *Responder
+	dial        *Dial
+	rekeyOf     *Link
+}
+
+// startHandshake sends a first handshake message to every endpoint; the
+// first answer through any of them wins.
+func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time.Duration) (*pending, error) {
+	if len(endpoints) == 0 {
+		return nil, errors.New("no endpoint to reach the peer at")
+	}
+	if len(m.pending) >= maxPending {
+		return nil, errors.New("too many handshakes in flight")
+	}
+	ini, msg, err := StartHandshake(&m.cfg.Handshake)
+	if err != nil {
+		return nil, err
+	}
+	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, expires: now.Add(retry), initiator: ini}
+	m.pending[p.localIndex] = p
+	m.stats.HandshakesStarted.Add(1)
+	for _, ep := range endpoints {
+		m.send(ep, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, msg)
+	}
+	return p, nil
+}
+
+// HandleHandshake processes a handshake datagram from the socket.
+func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time) {
+	h, body, err := wire.ParseHandshake(datagram)
+	if err != nil {
+		m.stats.Malformed.Add(1)
+		return
+	}
+	switch h.Type {
+	case wire.TypeHandshakeInit:
+		m.handleInit(from, h, body, now)
+	case wire.TypeHandshakeReply:
+		m.handleReply(from, h, body, now)
+	case wire.TypeHandshakeFinish:
+		m.handleFinish(from, h, body, now)
+	}
+}
+
+func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
+	if !m.limiter.Allow(rateKey(from), now) {
+		m.stats.HandshakeRateLimited.Add(1)
+		return
+	}
+	if len(m.pending) >= maxPending {
+		m.expirePending(now)
+		if len(m.pending) >= maxPending {
+			m.stats.HandshakeRateLimited.Add(1)
+			return
+		}
+	}
+	r, reply, err := RespondHandshake(&m.cfg.Handshake, body)
+	if err != nil {
+		m.stats.HandshakeInvalid.Add(1)
+		return
+	}
+	p := &pending{localIndex: m.newIndex(), remoteIndex: h.Sender, endpoints: []Endpoint{from}, started: now,
+		expires: now.Add(responderTimeout), responder: r}
+	m.pending[p.localIndex] = p
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeReply, Sender: p.localIndex, Receiver: h.Sender}, reply)
+}
+
+func (m *Manager) handleReply(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
+	p := m.pending[h.Receiver]
+	if p == nil || p.initiator == nil {
+		m.stats.HandshakeUnknownIndex.Add(1)
+		return
+	}
+	hello, err := p.initiator.ReadReply(body)
+	if err != nil {
+		// A forged reply must not cancel the real one, so p stays.
+		m.stats.HandshakeInvalid.Add(1)
+		return
+	}
+	delete(m.pending, p.localIndex)
+	peer, err := m.verify(hello, p, now)
+	if err != nil {
+		m.fail(p, err, now)
+		return
+	}
+	msg, s, err := p.initiator.Finish()
+	if err != nil {
+		m.fail(p, err, now)
+		return
+	}
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeFinish, Sender: p.localIndex, Receiver: h.Sender}, msg)
+	s.LocalIndex, s.RemoteIndex = p.localIndex, h.Sender
+	m.install(peer, s, from, p, now)
+}
+
+func (m *Manager) handleFinish(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
+	p := m.pending[h.Receiver]
+	if p == nil || p.responder == nil || p.remoteIndex != h.Sender {
+		m.stats.HandshakeUnknownIndex.Add(1)
+		return
+	}
+	hello, s, err := p.responder.ReadFinish(body)
+	if err != nil {
+		m.stats.HandshakeInvalid.Add(1)
+		return
+	}
+	delete(m.pending, p.localIndex)
+	peer, err := m.verify(hello, p, now)
+	if err != nil {
+		m.fail(p, err, now)
+		return
+	}
+	s.LocalIndex, s.RemoteIndex = p.localIndex, p.remoteIndex
+	// The initiator proved its keys with this very message.
+	s.confirmed.Store(true)
+	l := m.install(peer, s, from, p, now)
+	m.sendKeepalive(l, s, now)
+}
+
+func (m *Manager) verify(hello PeerHello, p *pending, now time.Time) (Peer, error) {
+	if p.dial != nil && p.dial.Key != nil && *p.dial.Key != hello.Static {
+		return Peer{}, errors.New("peer's key differs from the configured one")
+	}
+	peer, err := m.cfg.Verify(hello.Cert, hello.Static, now)
+	if err != nil {
+		return Peer{}, err
+	}
+	if p.dial != nil && p.dial.known && p.dial.Peer != peer.ID {
+		return Peer{}, fmt.Errorf("node %s answered instead of %s", peer.ID.Short(), p.dial.Peer.Short())
+	}
+	if peer.ID == m.self {
+		return Peer{}, errors.New("peer has this node's own key")
+	}
+	if p.rekeyOf != nil && p.rekeyOf.Peer.ID != peer.ID {
+		return Peer{}, errors.New("a different node answered at the peer's endpoint")
+	}
+	return peer, nil
+}
+
+func (m *Manager) fail(p *pending, err error, now time.Time) {
+	m.stats.HandshakeRejected.Add(1)
+	if d := p.dial; d != nil {
+		d.attempt = nil
+		d.LastError = err.Error()
+		m.backoff(d, now)
+		m.giveUpIfExhausted(d)
+	}
+	if p.rekeyOf != nil {
+		p.rekeyOf.rekey = nil
+	}
+}
+
+// rateKey is what handshake rate limits count by: the source address, or
+// for relayed handshakes the originating node.
+func rateKey(from Endpoint) netip.Addr {
+	if from.IsRelay() {
+		return netip.AddrFrom16(from.Peer)
+	}
+	return from.Addr.Addr()
+}
+
+// install attaches a new session to the peer's link, creating the link.
+func (m *Manager) install(peer Peer, s *Session, from Endpoint, p *pending, now time.Time) *Link {
+	m.stats.HandshakesCompleted.Add(1)
+	l := m.links[peer.ID]
+	if l == nil {
+		m.nextPort++
+		l = &Link{Port: m.nextPort, Peer: peer, created: now}
+		m.links[peer.ID] = l
+		m.byPort[l.Port] = l
+	}
+	l.Peer = peer
+	l.RTT = now.Sub(p.started)
+	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up {
+		l.forceEndpoint(from)
+	}
+	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
+	l.sessions = append(l.sessions, s)
+	m.sessions[s.LocalIndex] = s
+	if p.dial != nil {
+		l.AddCandidates(p.dial.Endpoints)
+		p.dial.attempt = nil
+		p.dial.tries = 0
+		p.dial.Peer, p.dial.known = peer.ID, true
+		p.dial.backoff = m.timers.HandshakeRetry
+		p.dial.LastError = ""
+		// Give the peer time to confirm before dialing again.
+		p.dial.next = now.Add(m.timers.HandshakeRetry)
+	}
+	if l.rekey == p {
+		l.rekey = nil
+	}
+	if s.Confirmed() {
+		m.promote(l, s, now)
+	}
+	m.events.SessionsChanged()
+	return l
+}
+
+// Confirmed is called when the data path opened the first message of a
+// session we initiated: the peer holds the keys, so the session can carry
+// traffic.
+func (m *Manager) Confirmed(s *Session, now time.Time) {
+	if l := m.links[s.Peer]; l != nil && m.sessions[s.LocalIndex] == s {
+		m.promote(l, s, now)
+		m.events.SessionsChanged()
+	}
+}
+
+func (m *Manager) promote(l *Link, s *Session, now time.Time) {
+	if l.current == nil || s.Created.After(l.current.Created) || l.current.Created.Equal(s.Created) {
+		l.current = s
+	}
+	if !l.up {
+		l.up, l.Since = true, now
+		l.upgradeAt, l.upgradeGap = now.Add(firstUpgrade), 0
+		m.events.LinkUp(l)
+	}
+}

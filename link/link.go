@@ -1,0 +1,101 @@
+// Package link runs burrow's encrypted links: Noise XX handshakes that
+// authenticate both certificates, transport sessions with 64-bit counters
+// and a sliding replay window, rekeying on time and volume, keepalives and
+// dead-peer detection. It is pure: the caller passes the time, supplies
+// randomness, and carries the datagrams this package asks it to send.
+//
+// Links are the tunnels between neighbours of the EdgeVPN seed's overlay
+// (section 3.3 builds them on WebRTC; burrow on Noise sessions). All links
+// of a node share one socket; a link is identified by the peer's node ID
+// once the handshake has proven it. A link on a relayed, TURN or WebSocket
+// path keeps trying the peer's direct endpoints and moves to a better path
+// without a gap.
+package link
+
+import (
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"burrow/nid"
+)
+
+// Peer is what a verified certificate says about the other side.
+type Peer struct {
+	ID        nid.ID
+	Name      string
+	Addresses []netip.Prefix
+	NotAfter  time.Time
+}
+
+// Link is an authenticated association with one peer.
+type Link struct {
+	Port     uint32 // switch port number, unique for the node's lifetime
+	Peer     Peer
+	Counters Counters
+	Since    time.Time // when the link came up
+	// RTT is the round trip of the last handshake on the link, a cheap
+	// measure of the path for choosing relays.
+	RTT time.Duration
+
+	endpoint atomic.Pointer[Endpoint]
+	// candidates are the peer's known endpoints; a link on a worse path
+	// keeps trying them to upgrade.
+	candidates []Endpoint
+	upgradeAt  time.Time
+	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
+	up         bool
+	current    *Session   // used for sending
+	sessions   []*Session // accepted for receiving, newest last
+	rekey      *pending   // handshake in flight to replace current
+	rekeyAt    time.Time  // earliest next rekey attempt
+	created    time.Time
+}
+
+// Endpoint is where the peer's datagrams currently come from.
+func (l *Link) Endpoint() Endpoint { return *l.endpoint.Load() }
+
+// SetEndpoint records where an authenticated datagram of the peer came
+// from (roaming, NAT rebinding, an upgraded path). A worse kind of path
+// does not replace a better one: the better one may just be quieter.
+func (l *Link) SetEndpoint(ep Endpoint) {
+	if cur := l.endpoint.Load(); cur == nil || (*cur != ep && ep.rank() >= cur.rank()) {
+		moved := ep // copied here so that only a change allocates
+		l.endpoint.Store(&moved)
+	}
+}
+
+// forceEndpoint replaces the path, e.g. when the current one stopped working.
+func (l *Link) forceEndpoint(ep Endpoint) { l.endpoint.Store(&ep) }
+
+// AddCandidates records more endpoints of the peer, for path upgrades.
+func (l *Link) AddCandidates(eps []Endpoint) {
+	for _, ep := range eps {
+		if !slices.Contains(l.candidates, ep) {
+			l.candidates = append(l.candidates, ep)
+		}
+	}
+}
+
+// betterCandidates are the candidates on a better kind of path than the
+// current one.
+func (l *Link) betterCandidates() []Endpoint {
+	cur := l.Endpoint().rank()
+	var out []Endpoint
+	for _, c := range l.candidates {
+		if c.rank() > cur {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// Up reports whether the link carries traffic.
+func (l *Link) Up() bool { return l.up }
+
+// Current is the session used for sending, nil while the link is down.
+func (l *Link) Current() *Session { return l.current }
+
+// Sessions are the sessions accepted for receiving.
+func (l *Link) Sessions() []*Session { return l.sessions }

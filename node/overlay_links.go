@@ -1,0 +1,149 @@
+package node
+
+import (
+	"slices"
+	"time"
+
+	"burrow/link"
+	"burrow/nid"
+	"burrow/overlay"
+)
+
+// announce tells the peer why we keep the link, if that changed.
+func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
+	unanswered := !ps.heard && ps.asks < maxAsks && n.now.Sub(ps.announcedAt) >= announceRetry
+	if !force && !unanswered && ps.announced == ps.local && ps.announcedJ == n.ov.joined {
+		return
+	}
+	ps.announced, ps.announcedJ, ps.announcedAt = ps.local, n.ov.joined, n.now
+	if !ps.heard {
+		ps.asks++
+	}
+	n.count(&n.ov.sent, overlay.LinkUse)
+	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Reasons: ps.local, Joined: n.ov.joined, Relaying: n.cfg.RelayRate > 0, Ask: !ps.heard, From: n.selfInfo()})
+}
+
+// reconcile moves the links toward what the overlay wants: successor
+// links first, then long-distance and on-demand ones; links neither end
+// wants any more are closed, but only once every successor link is up.
+func (n *Node) reconcile(now time.Time) {
+	o := &n.ov
+	want := make(map[nid.ID]overlay.Reason)
+	succ := o.ring.Successors(o.cfg.Params.Successors)
+	allSuccessorsUp := true
+	for _, s := range succ {
+		want[s.ID] |= overlay.ReasonSuccessor
+		if n.upLink(s.ID) == nil {
+			allSuccessorsUp = false
+		}
+	}
+	for _, s := range o.ld {
+		if s.peer != (nid.ID{}) {
+			want[s.peer] |= overlay.ReasonLongDistance
+		}
+	}
+	for id := range o.od.active {
+		want[id] |= overlay.ReasonOnDemand
+	}
+	joined := len(succ) > 0 && n.upLink(succ[0].ID) != nil
+	joinedChanged := joined != o.joined
+	o.joined = joined
+	if len(succ) > 0 && succ[0].ID != o.lastSuccessor && joined {
+		// A new successor: tell it about us and learn its view right away
+		// rather than at the next period, so joins settle in round trips.
+		o.lastSuccessor = succ[0].ID
+		o.stabilize = now
+	}
+	for _, id := range nid.SortedKeys(want) {
+		ps := n.peer(id)
+		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
+			ps.info.Endpoints = info.Endpoints
+		}
+		if n.links.Links()[id] == nil {
+			n.dialPeer(ps, now)
+		}
+	}
+	for _, id := range nid.SortedKeys(o.peers) {
+		ps := o.peers[id]
+		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic | overlay.ReasonBeacon)
+		if joined && ps.local&overlay.ReasonBootstrap != 0 {
+			sticky &^= overlay.ReasonBootstrap
+		}
+		ps.local = want[id] | sticky
+		l := n.upLink(id)
+		if l != nil && l.Endpoint().IsRelay() {
+			// Both ends must keep probing the direct path for hole punching
+			// to work, so a relayed link learns every candidate we hear of.
+			l.AddCandidates(n.candidates(ps.info))
+		}
+		if l == nil {
+			if ps.local == 0 && ps.dial != nil {
+				n.links.RemoveDial(ps.dial)
+				ps.dial = nil
+			}
+			if ps.local == 0 && ps.remote == 0 && n.links.Links()[id] == nil {
+				delete(o.peers, id)
+			}
+			continue
+		}
+		n.announce(l, ps, joinedChanged)
+		if ps.local != 0 || ps.remote != 0 {
+			ps.unwanted = time.Time{}
+			continue
+		}
+		if ps.unwanted.IsZero() {
+			ps.unwanted = now
+		}
+		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing {
+			n.count(&o.sent, overlay.LinkUse)
+			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
+			n.retire(l, ps, now)
+		}
+	}
+	for _, id := range nid.SortedKeys(o.peers) {
+		ps := o.peers[id]
+		if ps != nil && ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
+			l := n.links.Links()[id]
+			if l != nil && newSessionSince(l, ps.retireAt.Add(-drainTime)) {
+				// The peer dialed again while the link drained: it needs
+				// the link and believes it up, so tearing it down would
+				// leave a one-sided link that it ends up burying as dead.
+				n.unretire(ps)
+				continue
+			}
+			if l != nil {
+				n.links.Down(l, "closed: no longer needed")
+			}
+		}
+	}
+	if joined {
+		for _, c := range slices.Clone(o.contacts) {
+			if c.bootstrap && c.asked {
+				n.doneWithContact(c.dial.Peer)
+			}
+		}
+	}
+}
+
+// retire stops using a link at once — no floods, routes or flows over it —
+// and tears it down after drainTime, so what is in flight still arrives.
+func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
+	if ps.closing {
+		return
+	}
+	ps.closing, ps.retireAt = true, now.Add(drainTime)
+	n.setAdjacency()
+	n.forgetPort(l.Port)
+}
+
+// unretire takes a retiring link back into use.
+func (n *Node) unretire(ps *peerState) {
+	ps.closing, ps.retireAt, ps.unwanted = false, time.Time{}, time.Time{}
+	n.setAdjacency()
+}
+
+// newSessionSince reports whether l has a session from a handshake after t.
+func newSessionSince(l *link.Link, t time.Time) bool {
+	sessions := l.Sessions()
+	return len(sessions) > 0 && sessions[len(sessions)-1].Created.After(t)
+}

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"time"
+
+	"burrow/nid"
+	"burrow/overlay"
+)
+
+func (n *Node) inboundLongDistance() int {
+	count := 0
+	for _, ps := range n.ov.peers {
+		if ps.remote&overlay.ReasonLongDistance != 0 {
+			count++
+		}
+	}
+	return count
+}
+
+func (n *Node) handleLinkRequest(m *overlay.Message, now time.Time) {
+	o := &n.ov
+	size := o.ring.EstimateSize()
+	accept := m.Origin != n.self
+	if m.Reasons&overlay.ReasonLongDistance != 0 && n.inboundLongDistance() >= o.cfg.Params.InboundLimit(size) {
+		accept = false
+	}
+	if max := o.cfg.Params.MaxLinks; max > 0 && len(n.links.Links()) >= max {
+		accept = false
+	}
+	n.reply(m, &overlay.Message{Type: overlay.LinkReply, Accepted: accept, From: n.selfInfo()}, now)
+	if !accept {
+		return
+	}
+	// Dial back too: with both sides dialing, the first handshake through
+	// wins, and NATs see outbound traffic on both ends.
+	ps := n.peer(m.Origin)
+	ps.info = m.From
+	ps.remote |= m.Reasons
+	n.dialPeer(ps, now)
+}
+
+func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
+	o := &n.ov
+	req, ok := o.requests[m.ID]
+	if !ok {
+		return
+	}
+	delete(o.requests, m.ID)
+	if req.slot != nil {
+		s := req.slot
+		s.request = 0
+		if !m.Accepted || m.Origin == n.self || n.isSuccessor(m.Origin) || n.usedByLongDistance(m.Origin) {
+			// Refused, or no shortcut: draw another target later.
+			s.draw = overlay.Draw(o.rng)
+			s.retry = now.Add(o.cfg.StabilizeEvery + o.jitter(o.cfg.StabilizeEvery))
+			return
+		}
+		s.peer = m.Origin
+		s.size = o.ring.EstimateSize()
+	}
+	if req.onDemand != (nid.ID{}) && m.Accepted {
+		o.od.linked(req.onDemand)
+	}
+	if m.Accepted {
+		ps := n.peer(m.Origin)
+		ps.info = m.From
+		n.dialPeer(ps, now)
+	}
+}
+
+func (n *Node) isSuccessor(id nid.ID) bool {
+	for _, s := range n.ov.ring.Successors(n.ov.cfg.Params.Successors) {
+		if s.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) usedByLongDistance(id nid.ID) bool {
+	for _, s := range n.ov.ld {
+		if s.peer == id {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) tickLongDistance(now time.Time) {
+	o := &n.ov
+	size := o.ring.EstimateSize()
+	k := o.cfg.Params.K(size)
+	if size < 3 {
+		k = 0 // with two nodes every link is a successor link
+	}
+	for len(o.ld) < k {
+		o.ld = append(o.ld, &ldSlot{draw: overlay.Draw(o.rng), retry: now})
+	}
+	if len(o.ld) > k {
+		o.ld = o.ld[:k]
+	}
+	if !o.joined {
+		return
+	}
+	for _, s := range o.ld {
+		if s.peer != (nid.ID{}) {
+			if r := size / s.size; r < 0.5 || r > 2 {
+				s.peer, s.retry = nid.ID{}, now // the network grew or shrank: aim again
+			}
+			continue
+		}
+		if s.request != 0 || now.Before(s.retry) {
+			continue
+		}
+		if s.draw.TooClose(size) {
+			s.draw = overlay.Draw(o.rng)
+			continue
+		}
+		s.request, s.asked = o.rng.Uint64()|1, now
+		o.requests[s.request] = pendingRequest{slot: s, expires: now.Add(requestTimeout)}
+		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: s.draw.Target(n.self, size), Origin: n.self,
+			Via: n.via(), ID: s.request, Reasons: overlay.ReasonLongDistance, From: n.selfInfo()}, now)
+	}
+}
+
+// via is an adjacent joined node replies can come back through.
+func (n *Node) via() nid.ID {
+	if succ := n.ov.ring.Successors(1); len(succ) > 0 && n.upLink(succ[0].ID) != nil {
+		return succ[0].ID
+	}
+	return nid.ID{}
+}

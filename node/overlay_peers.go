@@ -1,0 +1,115 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"burrow/link"
+	"burrow/nid"
+	"burrow/overlay"
+)
+
+// selfInfo is what this node tells others about itself: where to reach
+// it, and which of its neighbours relay for it should no direct path work
+// (those with a direct link, lowest RTT first).
+func (n *Node) selfInfo() overlay.Info {
+	var relays []*link.Link
+	for _, id := range nid.SortedKeys(n.ov.peers) {
+		if l := n.upLink(id); l != nil && n.ov.peers[id].relays && !l.Endpoint().IsRelay() {
+			relays = append(relays, l)
+		}
+	}
+	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
+	info := overlay.Info{ID: n.self, Endpoints: n.endpoints()}
+	for _, l := range relays[:min(len(relays), overlay.MaxRelays)] {
+		info.Relays = append(info.Relays, l.Peer.ID)
+	}
+	return info
+}
+
+func (n *Node) peer(id nid.ID) *peerState {
+	ps := n.ov.peers[id]
+	if ps == nil {
+		ps = &peerState{info: overlay.Info{ID: id}}
+		n.ov.peers[id] = ps
+	}
+	return ps
+}
+
+// upLink returns the link to id if it is up.
+func (n *Node) upLink(id nid.ID) *link.Link {
+	if l := n.links.Links()[id]; l != nil && l.Up() {
+		return l
+	}
+	return nil
+}
+
+// mergeEndpoints puts the address a peer was seen at first, when it is a
+// direct one, ahead of those it advertises.
+func mergeEndpoints(observed link.Endpoint, known []netip.AddrPort) []netip.AddrPort {
+	if observed.IsRelay() || observed.Via != link.UDP {
+		return known
+	}
+	out := []netip.AddrPort{observed.Addr}
+	for _, ep := range known {
+		if ep != observed.Addr && len(out) < overlay.MaxEndpoints {
+			out = append(out, ep)
+		}
+	}
+	return out
+}
+
+// candidates are the endpoints to try for a peer: its addresses, then the
+// members it named as relays that we have a link with, lowest RTT first.
+func (n *Node) candidates(in overlay.Info) []link.Endpoint {
+	var out []link.Endpoint
+	for _, ep := range in.Endpoints {
+		out = append(out, link.UDPEndpoint(ep))
+	}
+	// Many NATs keep the source port when they can, and when several hosts
+	// behind one NAT use the same port, the mapping a beacon saw can differ
+	// from the one toward us; the peer's own port at its public address is
+	// then worth a probe.
+	for _, pub := range in.Endpoints {
+		if pub.Addr().IsPrivate() {
+			continue
+		}
+		for _, host := range in.Endpoints {
+			guess := link.UDPEndpoint(netip.AddrPortFrom(pub.Addr(), host.Port()))
+			if host.Addr().IsPrivate() && !slices.Contains(out, guess) {
+				out = append(out, guess)
+			}
+		}
+	}
+	if n.reach.turn.IsValid() {
+		// Through our TURN allocation too: it reaches peers whose NAT
+		// lets nothing else in, and meets their own relayed address.
+		for _, ep := range in.Endpoints {
+			out = append(out, link.Endpoint{Via: link.TURN, Addr: ep})
+		}
+	}
+	// Our beacon relays for every member, and most members keep a link
+	// to it; the peer's own picks come first.
+	var relays []*link.Link
+	for _, r := range append(slices.Clone(in.Relays), n.reach.beacon) {
+		if l := n.upLink(r); l != nil && r != in.ID && !l.Endpoint().IsRelay() && !slices.Contains(relays, l) {
+			relays = append(relays, l)
+		}
+	}
+	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
+	for _, l := range relays[:min(len(relays), 2)] {
+		out = append(out, link.RelayEndpoint(l.Peer.ID, in.ID))
+	}
+	return out
+}
+
+// dialPeer starts a dial to a peer unless a link or a dial exists.
+func (n *Node) dialPeer(ps *peerState, now time.Time) {
+	if ps.dial != nil || n.links.Links()[ps.info.ID] != nil {
+		return
+	}
+	if c := n.candidates(ps.info); len(c) > 0 {
+		ps.dial = n.links.AddDial(n.sprayPorts(c), link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
+	}
+}
