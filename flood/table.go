@@ -16,6 +16,11 @@ type Port uint32
 // LocalPort is the bridge's own TAP device.
 const LocalPort Port = 0
 
+// RoutedPort is where a MAC is reached when the link it was learned
+// through is gone: frames toward it travel greedily over the ring toward
+// its root bridge until traffic teaches a port again.
+const RoutedPort Port = math.MaxUint32
+
 // Entry is what the learning table knows about one leaf MAC.
 type Entry struct {
 	Port     Port      // where frames to the MAC are switched
@@ -33,7 +38,7 @@ type Entry struct {
 // evicts the least recently seen entry in O(1), so a flood of random source
 // MACs can neither grow memory past maxMACs nor slow learning down; it can
 // only push out idle entries, which traffic then re-learns. Expire and
-// ForgetPort cost O(1) per removed entry and Leaves O(1) per returned MAC.
+// Reroute cost O(1) per entry they touch and Leaves O(1) per returned MAC.
 //
 // Entries live in one slice and are threaded on three doubly-linked lists by
 // index: all entries from most to least recently seen, the entries of each
@@ -94,10 +99,11 @@ func NewTable(maxMACs int, maxAge time.Duration) *Table {
 // Learn records that mac, behind the bridge root, is reached through port.
 // Learning a known MAC again moves it at once to the new port and root, which
 // is what lets an address relocate to another bridge. Multicast addresses are
-// never sources, so they are not learned.
-func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) {
+// never sources, so they are not learned. Learn reports whether the
+// entry is new or moved (a port or root it did not have).
+func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (changed bool) {
 	if mac.IsMulticast() {
-		return
+		return false
 	}
 	i, known := t.slotOf[mac]
 	if !known {
@@ -110,22 +116,32 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) {
 		t.push(&t.age, byAge, i)
 		join(t, t.roots, root, byRoot, i)
 		join(t, t.ports, port, byPort, i)
-		return
+		return true
 	}
 	e := &t.slots[i].entry
 	if e.Root != root {
 		leave(t, t.roots, e.Root, byRoot, i)
 		join(t, t.roots, root, byRoot, i)
 		e.Root = root
+		changed = true
 	}
 	if e.Port != port {
 		leave(t, t.ports, e.Port, byPort, i)
 		join(t, t.ports, port, byPort, i)
 		e.Port = port
+		changed = true
 	}
 	e.LastSeen = now
 	t.unlink(&t.age, byAge, i)
 	t.push(&t.age, byAge, i)
+	return changed
+}
+
+// Each calls f for every entry, in no particular order.
+func (t *Table) Each(f func(mac l2.MAC, e Entry)) {
+	for i := t.age.head; i != none; i = t.slots[i].links[byAge].next {
+		f(t.slots[i].mac, t.slots[i].entry)
+	}
 }
 
 // Lookup returns what is known about mac.
@@ -161,13 +177,23 @@ func (t *Table) Forget(mac l2.MAC) bool {
 	return ok
 }
 
-// ForgetPort drops every entry learned through port, as when its link goes
-// down, and returns how many there were.
-func (t *Table) ForgetPort(port Port) int {
+// Reroute moves every entry learned through port to RoutedPort, as when
+// its link goes down: their root bridges are still there, only the way to
+// them changed. Entries with no known root cannot be routed and are
+// dropped. It returns how many entries moved.
+func (t *Table) Reroute(port Port) int {
 	n := 0
-	for i := t.ports[port].head; i != none; n++ {
-		next := t.slots[i].links[byPort].next
-		t.remove(i)
+	for i := t.ports[port].head; i != none; {
+		s := &t.slots[i]
+		next := s.links[byPort].next
+		if s.entry.Root == (nid.ID{}) {
+			t.remove(i)
+		} else {
+			leave(t, t.ports, port, byPort, i)
+			join(t, t.ports, RoutedPort, byPort, i)
+			s.entry.Port = RoutedPort
+			n++
+		}
 		i = next
 	}
 	return n

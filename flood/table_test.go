@@ -70,25 +70,42 @@ func TestMulticastIsNotLearned(t *testing.T) {
 	}
 }
 
-func TestForgetPort(t *testing.T) {
+func TestReroute(t *testing.T) {
 	tab := NewTable(16, time.Minute)
 	for i := range 6 {
 		tab.Learn(mac(i), Port(1+i%2), nid.ID{byte(i % 3)}, epoch)
 	}
 	tab.Learn(mac(10), LocalPort, nid.ID{0xff}, epoch)
-	if n := tab.ForgetPort(1); n != 3 {
-		t.Fatalf("ForgetPort(1) = %d, want 3", n)
+	// Port 1 holds macs 0, 2 and 4; mac 0 has no known root (the zero ID).
+	if n := tab.Reroute(1); n != 2 {
+		t.Fatalf("Reroute(1) = %d, want 2", n)
 	}
 	for i := range 6 {
-		if _, ok := tab.Lookup(mac(i)); ok != (i%2 == 1) {
-			t.Errorf("after ForgetPort(1) Lookup(%v) = %v", mac(i), ok)
+		e, ok := tab.Lookup(mac(i))
+		switch {
+		case i == 0 && ok:
+			t.Errorf("a MAC with no known root was kept: %+v", e)
+		case i%2 == 0 && i > 0 && (!ok || e.Port != RoutedPort || e.Root != nid.ID{byte(i % 3)}):
+			t.Errorf("after Reroute(1) Lookup(%v) = %+v, %v; want routed toward its root", mac(i), e, ok)
+		case i%2 == 1 && e.Port != 2:
+			t.Errorf("Reroute(1) moved %v from port 2: %+v", mac(i), e)
 		}
 	}
-	if n := tab.ForgetPort(1); n != 0 {
-		t.Fatalf("forgetting a forgotten port dropped %d", n)
+	if n := tab.Reroute(1); n != 0 {
+		t.Fatalf("rerouting an empty port moved %d", n)
 	}
-	if tab.Len() != 4 {
-		t.Fatalf("Len = %d, want 4", tab.Len())
+	if tab.Len() != 6 {
+		t.Fatalf("Len = %d, want 6", tab.Len())
+	}
+	seen := 0
+	tab.Each(func(m l2.MAC, e Entry) {
+		if got, _ := tab.Lookup(m); got != e {
+			t.Errorf("Each gave %v %+v, Lookup %+v", m, e, got)
+		}
+		seen++
+	})
+	if seen != tab.Len() {
+		t.Fatalf("Each visited %d entries of %d", seen, tab.Len())
 	}
 }
 
@@ -191,8 +208,11 @@ func TestTableMatchesModel(t *testing.T) {
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
 			case 0:
 				m, port, root := genMAC.Draw(t, "mac"), genPort.Draw(t, "port"), genRoot.Draw(t, "root")
-				tab.Learn(m, port, root, now)
-				if _, known := model[m]; !known && len(model) == limit {
+				old, known := model[m]
+				if changed := tab.Learn(m, port, root, now); changed != (!known || old.Port != port || old.Root != root) {
+					t.Fatalf("Learn(%v, %d, %v) reported changed=%v; model had %+v, %v", m, port, root.Short(), changed, old.Entry, known)
+				}
+				if !known && len(model) == limit {
 					oldest := l2.MAC{}
 					for k, e := range model {
 						if _, ok := model[oldest]; !ok || e.order < model[oldest].order {
@@ -206,13 +226,19 @@ func TestTableMatchesModel(t *testing.T) {
 				port := genPort.Draw(t, "port")
 				want := 0
 				for k, e := range model {
-					if e.Port == port {
-						delete(model, k)
-						want++
+					if e.Port != port {
+						continue
 					}
+					if e.Root == (nid.ID{}) {
+						delete(model, k)
+						continue
+					}
+					e.Port = RoutedPort
+					model[k] = e
+					want++
 				}
-				if got := tab.ForgetPort(port); got != want {
-					t.Fatalf("ForgetPort(%d) = %d, want %d", port, got, want)
+				if got := tab.Reroute(port); got != want {
+					t.Fatalf("Reroute(%d) = %d, want %d", port, got, want)
 				}
 			case 2:
 				want := 0

@@ -108,7 +108,7 @@ func (m *Manager) handleReply(from Endpoint, h wire.HandshakeHeader, body []byte
 	}
 	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeFinish, Sender: p.localIndex, Receiver: h.Sender}, msg)
 	s.LocalIndex, s.RemoteIndex = p.localIndex, h.Sender
-	m.install(peer, s, from, p, now)
+	m.install(peer, hello.Boot, s, from, p, now)
 }
 
 func (m *Manager) handleFinish(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
@@ -131,7 +131,7 @@ func (m *Manager) handleFinish(from Endpoint, h wire.HandshakeHeader, body []byt
 	s.LocalIndex, s.RemoteIndex = p.localIndex, p.remoteIndex
 	// The initiator proved its keys with this very message.
 	s.confirmed.Store(true)
-	l := m.install(peer, s, from, p, now)
+	l := m.install(peer, hello.Boot, s, from, p, now)
 	m.sendKeepalive(l, s, now)
 }
 
@@ -178,17 +178,26 @@ func rateKey(from Endpoint) netip.Addr {
 }
 
 // install attaches a new session to the peer's link, creating the link.
-func (m *Manager) install(peer Peer, s *Session, from Endpoint, p *pending, now time.Time) *Link {
+func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *pending, now time.Time) *Link {
 	m.stats.HandshakesCompleted.Add(1)
 	l := m.links[peer.ID]
+	if l != nil && l.peerBoot != boot {
+		// The peer restarted: all it knew of the old link, and all that
+		// was learned through it, is gone. Down, then up again.
+		m.Down(l, "peer restarted")
+		l = nil
+	}
 	if l == nil {
 		m.nextPort++
-		l = &Link{Port: m.nextPort, Peer: peer, created: now}
+		l = &Link{Port: m.nextPort, Peer: peer, created: now, peerBoot: boot}
 		m.links[peer.ID] = l
 		m.byPort[l.Port] = l
 	}
 	l.Peer = peer
 	l.RTT = now.Sub(p.started)
+	if l.Counters.ProbeRTT() == 0 {
+		l.Counters.ProbeAnswered(p.started.UnixNano(), now.UnixNano())
+	}
 	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up {
 		l.forceEndpoint(from)
 	}

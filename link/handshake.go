@@ -19,7 +19,8 @@ import (
 var handshakeSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)
 
 const (
-	payloadVersion = 1
+	// Version 2 added the boot stamp to both certificate payloads.
+	payloadVersion = 2
 	flagAESFast    = 1
 	// maxCertLen bounds what a peer may make us parse.
 	maxCertLen = 1024
@@ -33,6 +34,10 @@ type HandshakeConfig struct {
 	Cert    []byte // this node's marshalled certificate
 	AESFast bool   // this CPU has AES instructions
 	Rand    io.Reader
+	// Boot is drawn once per start of the node. A peer that sees it change
+	// knows the node restarted and lost everything learned over the old
+	// link, even when the new handshake beats the old link's timeout.
+	Boot uint64
 }
 
 func (c *HandshakeConfig) noiseConfig(initiator bool) noise.Config {
@@ -78,6 +83,7 @@ func StartHandshake(cfg *HandshakeConfig) (*Initiator, []byte, error) {
 type PeerHello struct {
 	Static [32]byte
 	Cert   []byte
+	Boot   uint64
 }
 
 // ReadReply consumes the responder's message and returns its hello. The
@@ -95,7 +101,7 @@ func (i *Initiator) ReadReply(msg []byte) (PeerHello, error) {
 	if i.cipher != ChaCha20Poly1305 && !(i.cipher == AES256GCM && i.cfg.AESFast) {
 		return hello, fmt.Errorf("%w: peer chose %v", ErrHandshake, i.cipher)
 	}
-	hello.Cert, err = readCert(payload[2:])
+	hello.Boot, hello.Cert, err = readBootAndCert(payload[2:])
 	if err != nil {
 		return hello, err
 	}
@@ -105,7 +111,7 @@ func (i *Initiator) ReadReply(msg []byte) (PeerHello, error) {
 
 // Finish writes the last handshake message and derives the session keys.
 func (i *Initiator) Finish() ([]byte, *Session, error) {
-	payload := append([]byte{payloadVersion}, appendCert(nil, i.cfg.Cert)...)
+	payload := appendBootAndCert([]byte{payloadVersion}, i.cfg)
 	msg, toResponder, toInitiator, err := i.hs.WriteMessage(nil, payload)
 	if err != nil || toResponder == nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrHandshake, err)
@@ -142,7 +148,7 @@ func RespondHandshake(cfg *HandshakeConfig, msg []byte) (*Responder, []byte, err
 	if payload[1]&flagAESFast != 0 && cfg.AESFast {
 		r.cipher = AES256GCM
 	}
-	reply := appendCert([]byte{payloadVersion, byte(r.cipher)}, cfg.Cert)
+	reply := appendBootAndCert([]byte{payloadVersion, byte(r.cipher)}, cfg)
 	out, _, _, err := hs.WriteMessage(nil, reply)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrHandshake, err)
@@ -161,7 +167,7 @@ func (r *Responder) ReadFinish(msg []byte) (PeerHello, *Session, error) {
 	if len(payload) < 1 || payload[0] != payloadVersion {
 		return hello, nil, fmt.Errorf("%w: malformed finish payload", ErrHandshake)
 	}
-	if hello.Cert, err = readCert(payload[1:]); err != nil {
+	if hello.Boot, hello.Cert, err = readBootAndCert(payload[1:]); err != nil {
 		return hello, nil, err
 	}
 	copy(hello.Static[:], r.hs.PeerStatic())
@@ -169,20 +175,22 @@ func (r *Responder) ReadFinish(msg []byte) (PeerHello, *Session, error) {
 	return hello, s, err
 }
 
-func appendCert(dst, cert []byte) []byte {
-	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(cert)))
-	return append(dst, cert...)
+func appendBootAndCert(dst []byte, cfg *HandshakeConfig) []byte {
+	dst = binary.LittleEndian.AppendUint64(dst, cfg.Boot)
+	dst = binary.LittleEndian.AppendUint16(dst, uint16(len(cfg.Cert)))
+	return append(dst, cfg.Cert...)
 }
 
-func readCert(b []byte) ([]byte, error) {
-	if len(b) < 2 {
-		return nil, fmt.Errorf("%w: missing certificate", ErrHandshake)
+func readBootAndCert(b []byte) (uint64, []byte, error) {
+	if len(b) < 8+2 {
+		return 0, nil, fmt.Errorf("%w: missing boot stamp or certificate", ErrHandshake)
 	}
+	boot, b := binary.LittleEndian.Uint64(b), b[8:]
 	n := int(binary.LittleEndian.Uint16(b))
 	if n == 0 || n > maxCertLen || len(b) != 2+n {
-		return nil, fmt.Errorf("%w: bad certificate length", ErrHandshake)
+		return 0, nil, fmt.Errorf("%w: bad certificate length", ErrHandshake)
 	}
-	return b[2:], nil
+	return boot, b[2:], nil
 }
 
 // deriveSession turns Noise's final keys into transport keys for the chosen

@@ -51,6 +51,12 @@ type Link struct {
 	rekey      *pending   // handshake in flight to replace current
 	rekeyAt    time.Time  // earliest next rekey attempt
 	created    time.Time
+	// peerBoot is the peer's boot stamp from the handshake: a new one
+	// means the peer restarted.
+	peerBoot uint64
+	// suspect: the peer stopped answering probes; the data path sends
+	// around it until it answers or the link goes down.
+	suspect bool
 }
 
 // Endpoint is where the peer's datagrams currently come from.
@@ -93,6 +99,9 @@ func (l *Link) betterCandidates() []Endpoint {
 
 // Up reports whether the link carries traffic.
 func (l *Link) Up() bool { return l.up }
+
+// Suspect reports whether the peer stopped answering the link's probes.
+func (l *Link) Suspect() bool { return l.suspect }
 
 // Current is the session used for sending, nil while the link is down.
 func (l *Link) Current() *Session { return l.current }

@@ -27,6 +27,8 @@ type Events interface {
 	SendDatagram(to Endpoint, datagram []byte)
 	LinkUp(l *Link)
 	LinkDown(l *Link, reason string)
+	// LinkHealth says the link turned suspect or answered again.
+	LinkHealth(l *Link)
 	// SessionsChanged says the set of sessions or their roles changed, so
 	// the data path's snapshot must be rebuilt.
 	SessionsChanged()

@@ -25,6 +25,7 @@ type testNode struct {
 	changes int
 	got     [][]byte // plaintexts opened by deliver
 	failed  []*Dial
+	health  []bool // Suspect() at each LinkHealth
 }
 
 type datagram struct {
@@ -38,6 +39,7 @@ func (n *testNode) SendDatagram(to Endpoint, b []byte) {
 func (n *testNode) LinkUp(l *Link)                  { n.ups = append(n.ups, l.Peer.ID) }
 func (n *testNode) LinkDown(l *Link, reason string) { n.downs = append(n.downs, reason) }
 func (n *testNode) SessionsChanged()                { n.changes++ }
+func (n *testNode) LinkHealth(l *Link)              { n.health = append(n.health, l.Suspect()) }
 func (n *testNode) DialFailed(d *Dial)              { n.failed = append(n.failed, d) }
 
 // trustedNames is the fake CA: certificates are just names, and a name is
@@ -125,9 +127,20 @@ func (n *testNode) deliver(d datagram, now time.Time) {
 	if first {
 		n.m.Confirmed(s, now)
 	}
-	if len(plain) > 0 {
-		n.got = append(n.got, bytes.Clone(plain))
+	if len(plain) == 0 {
+		return
 	}
+	// Probes are answered as the data path answers them.
+	if stamp, err := wire.ParseProbe(plain); err == nil {
+		l := n.m.Links()[s.Peer]
+		if wire.Inner(plain[0]) == wire.InnerProbe && l != nil {
+			n.m.Send(l, wire.AppendProbe(nil, true, stamp), now)
+		} else if l != nil {
+			l.Counters.ProbeAnswered(stamp, now.UnixNano())
+		}
+		return
+	}
+	n.got = append(n.got, bytes.Clone(plain))
 }
 
 func pair(t *testing.T, timers Timers) (*testNet, *testNode, *testNode) {

@@ -60,6 +60,7 @@ const (
 type Counters struct {
 	RxPackets, RxBytes, TxPackets, TxBytes atomic.Uint64
 	lastRx, lastTx                         atomic.Int64 // unix nanoseconds
+	health                                 health
 }
 
 // LastRx is when an authenticated message last arrived on the link.
@@ -168,6 +169,7 @@ func (s *Session) Open(datagram []byte, counter uint64, now int64) (plain []byte
 	s.Counters.RxPackets.Add(1)
 	s.Counters.RxBytes.Add(uint64(len(plain)))
 	storeIfLater(&s.Counters.lastRx, now)
+	s.Counters.health.heard()
 	first = !s.confirmed.Load() && s.confirmed.CompareAndSwap(false, true)
 	return plain, first, nil
 }

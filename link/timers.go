@@ -127,6 +127,9 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 		m.Down(l, fmt.Sprintf("no message for %v", now.Sub(lastRx).Round(time.Millisecond)))
 		return
 	}
+	if l.suspect && m.tickSuspect(l, now) {
+		return
+	}
 	m.dropOldSessions(l, now)
 	if l.current == nil {
 		m.Down(l, "sessions expired")
@@ -244,6 +247,9 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 			lastRx = l.Since
 		}
 		earlier(lastRx.Add(t.DeadAfter))
+		if l.suspect {
+			earlier(l.Counters.suspectDeadline())
+		}
 		// A rekey in flight is timed by its pending handshake; a failed one
 		// is retried at rekeyAt. (Without this the rekey time, passed
 		// already, would ask for a tick now until the peer answers.)

@@ -107,6 +107,9 @@ type Iperf3Result struct {
 	BitsPerSecond float64
 	// Retransmits counts the sender's TCP retransmissions.
 	Retransmits int
+	// Intervals is the rate the client sent in each reporting interval
+	// (a second by default), in order.
+	Intervals []float64
 }
 
 // Iperf3 runs a TCP test of the given length from client to the iperf3
@@ -116,8 +119,13 @@ func Iperf3(ctx context.Context, client *Host, server netip.Addr, seconds int) (
 		"--time", strconv.Itoa(seconds), "--connect-timeout", "3000")
 	out, runErr := cmd.Output()
 	var report struct {
-		Error string `json:"error"`
-		End   struct {
+		Error     string `json:"error"`
+		Intervals []struct {
+			Sum struct {
+				BitsPerSecond float64 `json:"bits_per_second"`
+			} `json:"sum"`
+		} `json:"intervals"`
+		End struct {
 			SumSent struct {
 				Retransmits int `json:"retransmits"`
 			} `json:"sum_sent"`
@@ -135,8 +143,12 @@ func Iperf3(ctx context.Context, client *Host, server netip.Addr, seconds int) (
 	if runErr != nil {
 		return Iperf3Result{}, commandError(cmd, runErr, out)
 	}
-	return Iperf3Result{
+	res := Iperf3Result{
 		BitsPerSecond: report.End.SumReceived.BitsPerSecond,
 		Retransmits:   report.End.SumSent.Retransmits,
-	}, nil
+	}
+	for _, iv := range report.Intervals {
+		res.Intervals = append(res.Intervals, iv.Sum.BitsPerSecond)
+	}
+	return res, nil
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"sync/atomic"
 
+	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
@@ -18,6 +19,11 @@ const (
 	EventConfirmed                      // first message opened on a session
 	EventFromLink                       // decrypted plaintext the data path cannot finish
 	EventFromTAP                        // a TAP frame with no flow (broadcast, miss)
+	// EventFloodSeen is a broadcast the data path delivered and forwarded
+	// itself; the core only learns from it (its source, ARP).
+	EventFloodSeen
+	// EventSuspect says a link's peer stopped answering its probes.
+	EventSuspect
 )
 
 // Event is work for the core. Data is owned by the event.
@@ -36,6 +42,7 @@ type Dataplane struct {
 	snap  *atomic.Pointer[snapshot]
 	stats *Stats
 	relay *relayBudget
+	trace Trace
 }
 
 // FrameSink receives frames for the local TAP.
@@ -48,27 +55,32 @@ type Worker struct {
 	Tx     *TxBatch
 	Frames FrameSink
 	// Slow hands an event to the core; it must not block.
-	Slow func(Event)
+	Slow    func(Event)
+	targets []flood.Target
 }
 
 // Buffer layout of an outgoing datagram. A frame is written at Headroom so
-// that its frame header, its transport header and — when the link is
-// relayed — the relay header and the relay link's transport header all fit
-// in front of it, and everything is sealed in place:
+// that whatever goes in front of it — its frame header (and a routed
+// header when it travels toward a bridge), or a flood header — its
+// transport header and, when the link is relayed, the relay header and the
+// relay link's transport header all fit, and everything is sealed in place:
 //
-//	[outer transport header][relay header][transport header][frame header][frame][tag][outer tag]
-//	 └──────── relayRoom ───────────────┘
+//	[outer transport header][relay header][transport header][routed header][frame header][frame][tag][outer tag]
+//	 └──────── relayRoom ───────────────┘                   └──────── or a flood header ──┘
 const (
 	relayRoom = wire.TransportHeaderLen + wire.RelayHeaderLen
+	// plainRoom is the most a plaintext puts in front of its frame.
+	plainRoom = max(wire.RoutedHeaderLen+wire.FrameHeaderLen, 1+flood.BroadcastHeaderLen)
 	// Headroom is where a TAP frame starts in a transmit buffer.
-	Headroom = relayRoom + wire.TransportHeaderLen + wire.FrameHeaderLen
-	// TxBufLen is the transmit buffer size the data path needs for frames
-	// of up to maxFrame bytes.
+	Headroom   = relayRoom + wire.TransportHeaderLen + plainRoom
 	txTailroom = 2 * wire.TagLen
+	// framePlain is where the plaintext of an unrouted frame starts.
+	framePlain = Headroom - wire.FrameHeaderLen
 )
 
-// TxBufLen is the size of the transmit buffers for frames up to maxFrame.
-func TxBufLen(maxFrame int) int { return Headroom + maxFrame + txTailroom }
+// TxBufLen is the size of the transmit buffers for frames up to maxFrame,
+// with room for the source bridge a flow's first frames carry.
+func TxBufLen(maxFrame int) int { return Headroom + wire.SourceLen + maxFrame + txTailroom }
 
 // FromTAP switches one packet read from the TAP. hdr describes offloads
 // (zero when the TAP has no virtio header).
@@ -82,19 +94,72 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 	copy(key.dst[:], frame[0:6])
 	copy(key.src[:], frame[6:12])
 	s := d.snap.Load()
-	f := s.flows[key]
-	if key.dst.IsMulticast() || f == nil {
+	if key.dst.IsMulticast() {
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	p := s.ports[f.out]
-	if p == nil || p.session == nil {
+	r, ok := s.flows[key]
+	if !ok {
+		if hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key, frame) {
+			d.floodFromTAP(w, s, hdr, frame, now)
+			return
+		}
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	f.touch(now)
-	f.bytes.Add(uint64(len(frame)))
-	d.sendFrame(w, s, p, hdr, frame, now)
+	r.touch(now)
+	r.bytes.Add(uint64(len(frame)))
+	p, routed := d.nextHop(w, s, r, now)
+	if p == nil {
+		d.slowFrame(w, hdr, frame)
+		return
+	}
+	d.sendFrame(w, s, p, hdr, frame, routed, r.root, now)
+}
+
+// floodsOnItsOwn reports whether the data path may flood a TAP frame with
+// no flow itself: its destination is unknown (so the core has nothing to
+// install), its source is already learned here, and it is nothing the
+// core's services answer or snoop (ARP, frames to the service addresses).
+func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
+	if _, known := s.macs[key.dst]; known {
+		return false
+	}
+	if src, ok := s.macs[key.src]; !ok || src.port != localPort {
+		return false
+	}
+	for _, m := range s.serviceMACs {
+		if m == key.dst {
+			return false
+		}
+	}
+	return !isARP(frame)
+}
+
+// nextHop is where a flow's frames go now: its own port while that port's
+// peer answers, else the precomputed backup toward the destination's
+// bridge (or, when that stopped answering too, the best one left). routed
+// says the frame must carry its bridge's ID, because the next hop is not
+// that bridge and need not know the destination. A nil port sends the
+// frame to the core.
+func (d *Dataplane) nextHop(w *Worker, s *snapshot, r route, now int64) (next *port, routed bool) {
+	p := r.via
+	if p != nil && p.session != nil {
+		if !p.suspect(now) {
+			return p, false
+		}
+		if p.link.Counters.ReportSuspect() {
+			w.Slow(Event{Kind: EventSuspect, Port: p.link.Port})
+		}
+	}
+	next = r.backup
+	if next == nil || next.session == nil || next.suspect(now) {
+		next = s.toward(r.root, p, now)
+	}
+	if next == nil {
+		return nil, false
+	}
+	return next, next.peer != r.root
 }
 
 // slowFrame hands a TAP frame to the core, segmenting super-frames first
@@ -123,7 +188,7 @@ func offloadOf(hdr l2.VirtioNetHdr) l2.Offload {
 }
 
 // sendFrame segments (if needed), frames, seals and queues a TAP frame.
-func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetHdr, frame []byte, now int64) {
+func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetHdr, frame []byte, routed bool, root nid.ID, now int64) {
 	if hdr.GSOType == l2.VirtioNetHdrGSONone {
 		buf := w.Tx.next()
 		n := copy(buf[Headroom:], frame)
@@ -131,8 +196,8 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetH
 			d.stats.drop(DropMalformed)
 			return
 		}
-		wire.PutFrameHeader(buf[Headroom-wire.FrameHeaderLen:], offloadOf(hdr))
-		d.seal(w, s, p, buf, wire.FrameHeaderLen+n, now)
+		wire.PutFrameHeader(buf[framePlain:], offloadOf(hdr))
+		d.sealFrame(w, s, p, buf, wire.FrameHeaderLen+n, routed, root, now)
 		return
 	}
 	bufs, sizes := w.Tx.free()
@@ -143,16 +208,50 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetH
 	}
 	for i := range n {
 		buf := w.Tx.next()
-		wire.PutFrameHeader(buf[Headroom-wire.FrameHeaderLen:], off)
-		d.seal(w, s, p, buf, wire.FrameHeaderLen+sizes[i], now)
+		wire.PutFrameHeader(buf[framePlain:], off)
+		d.sealFrame(w, s, p, buf, wire.FrameHeaderLen+sizes[i], routed, root, now)
 	}
 }
 
-// seal encrypts the n plaintext bytes at buf[relayRoom+TransportHeaderLen:]
-// for the link of p and queues the datagram, wrapped for the relay when the
-// link's path is relayed.
-func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, n int, now int64) {
-	dgram, err := p.session.Seal(buf[relayRoom:], n, now)
+// sealFrame seals the frame plaintext of n bytes at buf[framePlain:] for
+// p, behind a routed header toward root when routed.
+func (d *Dataplane) sealFrame(w *Worker, s *snapshot, p *port, buf []byte, n int, routed bool, root nid.ID, now int64) {
+	start := framePlain
+	if routed {
+		start -= wire.RoutedHeaderLen
+		wire.PutRoutedHeader(buf[start:], root)
+		n += wire.RoutedHeaderLen
+	}
+	d.sealData(w, s, p, buf, start, n, now)
+}
+
+// sealData seals traffic the peer's answers are expected to follow, and
+// probes the link when they stopped following.
+func (d *Dataplane) sealData(w *Worker, s *snapshot, p *port, buf []byte, start, n int, now int64) {
+	d.seal(w, s, p, buf, start, n, now)
+	if p.link.Counters.SentData(now) {
+		d.sendProbe(w, s, p, false, now, now)
+	}
+}
+
+// sendProbe sends a probe (or the answer to one, echoing stamp).
+func (d *Dataplane) sendProbe(w *Worker, s *snapshot, p *port, reply bool, stamp, now int64) {
+	buf := w.Tx.next()
+	start := relayRoom + wire.TransportHeaderLen
+	n := len(wire.AppendProbe(buf[start:start], reply, stamp))
+	d.seal(w, s, p, buf, start, n, now)
+}
+
+// seal encrypts the n plaintext bytes at buf[start:] for the link of p and
+// queues the datagram, wrapped for the relay when the link's path is
+// relayed. start leaves room for the transport and relay headers.
+func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, start, n int, now int64) {
+	if p.session == nil {
+		d.stats.drop(DropNoRoute)
+		return
+	}
+	inner := start - wire.TransportHeaderLen
+	dgram, err := p.session.Seal(buf[inner:], n, now)
 	if err != nil {
 		d.stats.drop(DropNoRoute)
 		return
@@ -167,15 +266,16 @@ func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, n int, now
 		d.stats.drop(DropNoRoute)
 		return
 	}
-	header := buf[wire.TransportHeaderLen:relayRoom]
+	outer := inner - relayRoom
+	header := buf[outer+wire.TransportHeaderLen : inner]
 	header[0] = byte(wire.InnerRelayTo)
 	copy(header[1:], to.Peer[:])
-	outer, err := relay.session.Seal(buf, wire.RelayHeaderLen+len(dgram), now)
+	wrapped, err := relay.session.Seal(buf[outer:], wire.RelayHeaderLen+len(dgram), now)
 	if err != nil {
 		d.stats.drop(DropNoRoute)
 		return
 	}
-	w.Tx.commit(outer, relay.link.Endpoint())
+	w.Tx.commit(wrapped, relay.link.Endpoint())
 }
 
 // FromNetwork handles one datagram from the socket (or another transport).
@@ -219,6 +319,22 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	switch wire.Inner(plain[0]) {
 	case wire.InnerFrame:
 		d.switchFrame(w, s, in, plain, now)
+	case wire.InnerRouted:
+		d.route(w, s, in, plain, now)
+	case wire.InnerFlood:
+		d.flood(w, s, in, plain, now)
+	case wire.InnerProbe:
+		if stamp, err := wire.ParseProbe(plain); err == nil {
+			d.sendProbe(w, s, in, true, stamp, now)
+		} else {
+			d.stats.drop(DropMalformed)
+		}
+	case wire.InnerProbeReply:
+		if stamp, err := wire.ParseProbe(plain); err == nil {
+			in.link.Counters.ProbeAnswered(stamp, now)
+		} else {
+			d.stats.drop(DropMalformed)
+		}
 	case wire.InnerRelayTo:
 		if relayed {
 			d.stats.drop(DropMalformed) // no relaying of relayed datagrams
@@ -237,37 +353,159 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	}
 }
 
-// switchFrame forwards a unicast frame that arrived over link in.
+// switchFrame forwards a unicast frame plaintext that arrived over link in.
 func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
-	off, frame, err := wire.ParseFrame(plain)
+	f, err := wire.ParseFrame(plain)
 	if err != nil {
 		d.stats.drop(DropMalformed)
 		return
 	}
+	frame := f.Ethernet
 	var key flowKey
 	key.in = in.link.Port
 	copy(key.dst[:], frame[0:6])
 	copy(key.src[:], frame[6:12])
-	f := s.flows[key]
-	if f == nil {
+	r, ok := s.flows[key]
+	if !ok || f.Source != (nid.ID{}) {
+		// A miss, or a flow's first frame, which names its source's
+		// bridge: every core on the path learns from it where the source
+		// lives now, even if it moved.
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
 		return
 	}
-	f.touch(now)
-	if f.out == localPort {
-		f.bytes.Add(uint64(len(frame)))
+	r.touch(now)
+	if r.out == localPort {
+		r.bytes.Add(uint64(len(frame)))
 		d.stats.FramesToTAP.Add(1)
-		w.Frames.Frame(frame, off)
+		w.Frames.Frame(frame, f.Offload)
 		return
 	}
-	out := s.ports[f.out]
-	if out == nil || out.session == nil {
+	p, routed := d.nextHop(w, s, r, now)
+	if p == nil {
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
 		return
 	}
 	buf := w.Tx.next()
-	n := copy(buf[relayRoom+wire.TransportHeaderLen:], plain)
-	d.seal(w, s, out, buf, n, now)
+	if !fits(buf, framePlain, plain) {
+		d.stats.drop(DropMalformed)
+		return
+	}
+	n := copy(buf[framePlain:], plain)
+	d.sealFrame(w, s, p, buf, n, routed, r.root, now)
+}
+
+// fits reports whether plain, copied to buf[start:], leaves room for the
+// tags: a peer with a larger MTU than ours can send frames we cannot pass on.
+func fits(buf []byte, start int, plain []byte) bool {
+	return len(buf)-start-len(plain) >= txTailroom
+}
+
+// route passes a routed frame one hop closer to its bridge, or switches it
+// here when this is the bridge. Transit hops need no state of their own:
+// the frame names where it goes.
+func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
+	dest, inner, err := wire.ParseRouted(plain)
+	if err != nil {
+		d.stats.drop(DropMalformed)
+		return
+	}
+	if nid.ID(dest) == s.self {
+		d.switchFrame(w, s, in, inner, now)
+		return
+	}
+	next := s.toward(nid.ID(dest), nil, now)
+	if next == nil {
+		d.stats.drop(DropNoRoute)
+		return
+	}
+	buf := w.Tx.next()
+	start := framePlain - wire.RoutedHeaderLen
+	if !fits(buf, start, plain) {
+		d.stats.drop(DropMalformed)
+		return
+	}
+	n := copy(buf[start:], plain)
+	d.sealData(w, s, next, buf, start, n, now)
+}
+
+// flood delivers a broadcast that arrived over link in and forwards it
+// inside its bound (Bounded Flood), all on the data path; the core hears
+// of it only when it has something to learn from it.
+func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
+	m, err := flood.Parse(plain[1:])
+	if err != nil {
+		d.stats.drop(DropMalformed)
+		return
+	}
+	if m.Kind == flood.LeafAdvert {
+		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
+		return
+	}
+	if m.Root == s.self {
+		d.stats.drop(DropLoop)
+		return
+	}
+	d.stats.FloodsReceived.Add(1)
+	if s.teaches(m, in.link.Port, now) {
+		w.Slow(Event{Kind: EventFloodSeen, Port: in.link.Port, Data: clone(plain)})
+	}
+	d.stats.FramesToTAP.Add(1)
+	w.Frames.Frame(m.Frame, l2.Offload{})
+	if d.trace.Delivered != nil {
+		d.trace.Delivered(m.Root, m.Hops, m.Frame)
+	}
+	d.forwardFlood(w, s, m.Kind, m.Root, m.Bound, m.Hops, m.Frame, now)
+}
+
+// teaches reports whether a broadcast carries news for the core: a source
+// it has not learned at this port and root (or learned long ago), or ARP.
+func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
+	if isARP(m.Frame) {
+		return true
+	}
+	src := l2.MAC(m.Frame[6:12])
+	if m.Kind != flood.Broadcast || src.IsMulticast() {
+		return false
+	}
+	v, known := s.macs[src]
+	return !known || v.port != in || v.root != m.Root || now-v.seen >= int64(macRefresh)
+}
+
+// forwardFlood sends a broadcast to the adjacent peers inside bound, each
+// with its recomputed bound.
+func (d *Dataplane) forwardFlood(w *Worker, s *snapshot, kind flood.Kind, root, bound nid.ID, hops uint8, frame []byte, now int64) {
+	w.targets = flood.Targets(w.targets[:0], s.self, s.peers, bound)
+	start := Headroom - 1 - flood.BroadcastHeaderLen
+	for _, t := range w.targets {
+		p := s.byPeer[t.Peer]
+		if p == nil {
+			continue
+		}
+		buf := w.Tx.next()
+		if !fits(buf, Headroom, frame) {
+			d.stats.drop(DropMalformed)
+			return
+		}
+		b := append(buf[start:start], byte(wire.InnerFlood))
+		b = flood.AppendBroadcast(b, kind, root, t.Bound, hops+1, frame)
+		d.sealData(w, s, p, buf, start, len(b), now)
+	}
+	d.stats.FloodsForwarded.Add(uint64(len(w.targets)))
+}
+
+// floodFromTAP floods a local host's frame for an unknown destination, as
+// the bridge its source sits behind.
+func (d *Dataplane) floodFromTAP(w *Worker, s *snapshot, hdr l2.VirtioNetHdr, frame []byte, now int64) {
+	off := offloadOf(hdr)
+	if off.NeedsCsum {
+		// A flood has no offload fields; finish the checksum once here.
+		if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
+			d.stats.drop(DropMalformed)
+			return
+		}
+	}
+	d.stats.FloodsStarted.Add(1)
+	d.forwardFlood(w, s, flood.Broadcast, s.self, s.self, 0, frame, now)
 }
 
 // relayOn passes a datagram from in to the peer it names, if this node
@@ -288,7 +526,7 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 	}
 	buf := w.Tx.next()
 	body := buf[wire.TransportHeaderLen:]
-	if len(body) < len(plain)+wire.TagLen {
+	if !fits(buf, wire.TransportHeaderLen, plain) {
 		d.stats.drop(DropMalformed)
 		return
 	}
@@ -304,6 +542,13 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 	d.stats.Relayed.Add(1)
 	d.relay.count(in.link.Peer.ID, to.link.Peer.ID)
 	w.Tx.commit(dgram, to.link.Endpoint())
+}
+
+// isARP reports whether frame carries ARP, which the core snoops to
+// answer ARP requests locally.
+func isARP(frame []byte) bool {
+	eth, err := l2.ParseEthernet(frame)
+	return err == nil && eth.EtherType == l2.EtherTypeARP
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }

@@ -45,6 +45,8 @@ type testNode struct {
 	worker *Worker
 	tap    [][]byte // frames written to the TAP
 	slow   []Event
+	// handed counts the events the data path handed to the core, by kind.
+	handed map[EventKind]int
 }
 
 func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
@@ -102,7 +104,11 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		w.t.Fatal(err)
 	}
 	tn.node = node
-	tn.worker = &Worker{Frames: tn, Slow: func(ev Event) { tn.slow = append(tn.slow, ev) }}
+	tn.handed = map[EventKind]int{}
+	tn.worker = &Worker{Frames: tn, Slow: func(ev Event) {
+		tn.slow = append(tn.slow, ev)
+		tn.handed[ev.Kind]++
+	}}
 	tn.worker.Tx = NewTxBatch(128, 2048, func(msgs []TxMsg) {
 		for _, m := range msgs {
 			tn.SendDatagram(m.To, m.Buf)

@@ -15,6 +15,7 @@
 package node
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -99,7 +100,7 @@ type Node struct {
 	buf       []byte
 	relayBuf  []byte
 	snap      atomic.Pointer[snapshot]
-	dirty     bool
+	dirty     dirtyParts
 	stats     Stats
 	dp        *Dataplane
 	ov        overlayState
@@ -145,9 +146,17 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 		flows: make(map[flowKey]*flow),
 		buf:   make([]byte, 0, 2048),
 	}
+	if cfg.Handshake.Boot == 0 {
+		var b [8]byte
+		if _, err := cfg.Handshake.Rand.Read(b[:]); err != nil {
+			return nil, fmt.Errorf("node: random source: %w", err)
+		}
+		cfg.Handshake.Boot = binary.LittleEndian.Uint64(b[:]) | 1
+		n.cfg.Handshake.Boot = cfg.Handshake.Boot
+	}
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
-	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate)}
+	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace}
 	n.initReach(now)
 	n.initOverlay(now)
 	if err := n.initServices(now); err != nil {
@@ -188,7 +197,13 @@ func (n *Node) Handle(ev Event, now time.Time) {
 	case EventFromLink:
 		n.handleFromLink(ev.Port, ev.Data, now)
 	case EventFromTAP:
-		n.switchFrame(localPort, ev.Data, ev.Offload, now)
+		n.switchFrame(localPort, ev.Data, ev.Offload, n.self, now)
+	case EventFloodSeen:
+		n.learnFromFlood(ev.Port, ev.Data, now)
+	case EventSuspect:
+		if l := n.links.LinkByPort(ev.Port); l != nil {
+			n.links.Suspect(l, now)
+		}
 	}
 	n.publishIfDirty()
 }
@@ -219,7 +234,7 @@ func (n *Node) Tick(now time.Time) {
 	for k, f := range n.flows {
 		if f.lastUsed.Load() < idle {
 			delete(n.flows, k)
-			n.dirty = true
+			n.dirty |= dirtyFlows
 		}
 	}
 	n.publishIfDirty()
@@ -266,7 +281,11 @@ func (n *Node) sendDatagram(to link.Endpoint, b []byte) {
 	n.links.Send(relay, n.relayBuf, n.now)
 }
 
-func (e *linkEvents) SessionsChanged() { e.dirty = true }
+func (e *linkEvents) SessionsChanged() { e.dirty |= dirtyLinks }
+
+// LinkHealth: a link turned suspect or answered again; floods go around a
+// suspect peer.
+func (e *linkEvents) LinkHealth(*link.Link) { (*Node)(e).setAdjacency() }
 
 func (e *linkEvents) DialFailed(d *link.Dial) {
 	n := (*Node)(e)
@@ -289,38 +308,48 @@ func (e *linkEvents) LinkDown(l *link.Link, reason string) {
 	n := (*Node)(e)
 	n.log.Info("link down", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "reason", reason)
 	n.setAdjacency()
-	n.forgetPort(l.Port)
+	n.reroutePort(l.Port)
 	n.overlayLinkDown(l, n.now)
 }
 
-// forgetPort drops what was learned through a port and the flows using it,
-// so the next frame floods and learns a new path.
-func (n *Node) forgetPort(port uint32) {
-	n.learn.ForgetPort(flood.Port(port))
+// reroutePort stops using a port that is gone: flows that came in through
+// it go, and what was learned through it is reached by routing toward its
+// bridge until traffic teaches a port again — no flood, no wait.
+func (n *Node) reroutePort(port uint32) {
+	if n.learn.Reroute(flood.Port(port)) > 0 {
+		n.dirty |= dirtyMACs
+	}
 	for k, f := range n.flows {
-		if k.in == port || f.out == port {
+		switch {
+		case k.in == port:
 			delete(n.flows, k)
+		case f.out == port && f.root == (nid.ID{}):
+			delete(n.flows, k) // nowhere known to route it: the next frame floods
+		case f.out == port:
+			n.flows[k] = f.movedTo(routedPort, f.root)
 		}
 	}
-	n.dirty = true
+	n.dirty |= dirtyFlows
 }
 
+// setAdjacency recomputes the peers Bounded Flood forwards to: those with
+// an up link that is neither retiring nor suspect.
 func (n *Node) setAdjacency() {
 	n.adjacency = n.adjacency[:0]
 	for id, l := range n.links.Links() {
-		if ps := n.ov.peers[id]; l.Up() && (ps == nil || !ps.closing) {
+		if ps := n.ov.peers[id]; l.Up() && !l.Suspect() && (ps == nil || !ps.closing) {
 			n.adjacency = append(n.adjacency, id)
 		}
 	}
 	flood.SortClockwise(n.self, n.adjacency)
-	n.dirty = true
+	n.dirty |= dirtyLinks
 }
 
 // Adjacency returns the peers with an up link, sorted clockwise from self.
 func (n *Node) Adjacency() []nid.ID { return slices.Clone(n.adjacency) }
 
 func (n *Node) publishIfDirty() {
-	if n.dirty {
+	if n.dirty != 0 {
 		n.publish()
 	}
 }

@@ -52,6 +52,8 @@ const (
 	deadMemory    = 30 * time.Second
 	// rememberedContacts is how many remembered nodes a restart contacts.
 	rememberedContacts = 3
+	// LeaveDrain is how long a node keeps switching after Leave.
+	LeaveDrain = 500 * time.Millisecond
 )
 
 // peerState is what the overlay knows about a node it is (or wants to be)

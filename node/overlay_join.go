@@ -100,14 +100,17 @@ func (n *Node) heal(now time.Time) {
 
 // Leave tells the neighbours this node is going, so they repair the ring
 // at once instead of waiting for silence.
+//
+// The caller keeps the node running for LeaveDrain afterwards, so that
+// what is in flight through it still arrives while the neighbours move
+// their traffic elsewhere.
 func (n *Node) Leave(now time.Time) {
 	o := &n.ov
-	if o.cfg.Disabled {
-		return
+	if !o.cfg.Disabled {
+		n.svc.kv.Leave(now)
 	}
-	n.svc.kv.Leave(now)
 	pred, _ := o.ring.Predecessor()
-	for _, id := range nid.SortedKeys(o.peers) {
+	for _, id := range nid.SortedKeys(n.links.Links()) {
 		if l := n.upLink(id); l != nil {
 			n.count(&o.sent, overlay.Leave)
 			n.sendDirect(l, &overlay.Message{Type: overlay.Leave, Dest: id, Origin: n.self, Exact: true, From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)})

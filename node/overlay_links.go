@@ -133,7 +133,7 @@ func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
 	}
 	ps.closing, ps.retireAt = true, now.Add(drainTime)
 	n.setAdjacency()
-	n.forgetPort(l.Port)
+	n.reroutePort(l.Port)
 }
 
 // unretire takes a retiring link back into use.

@@ -39,6 +39,11 @@ func (n *Node) handleControl(from *link.Link, b []byte, now time.Time) {
 		return
 	}
 	if n.ov.cfg.Disabled {
+		if m.Type == overlay.Leave && m.Origin == from.Peer.ID {
+			// Without an overlay too, traffic moves off a neighbour that
+			// leaves before it is gone.
+			n.retire(from, n.peer(from.Peer.ID), now)
+		}
 		return
 	}
 	if m.From.ID == from.Peer.ID {

@@ -3,6 +3,7 @@ package node
 import (
 	"sync/atomic"
 
+	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
@@ -10,12 +11,24 @@ import (
 
 // snapshot is what the data path reads: immutable once published, swapped
 // atomically by the core. Flows are shared between snapshots so their
-// last-use time survives republishing.
+// last-use time survives republishing; the parts of a snapshot that did not
+// change since the last one are shared too.
 type snapshot struct {
+	self     nid.ID
 	sessions map[uint32]rxSession // by the index peers address us with
 	ports    map[uint32]*port     // by switch port; 0 is the TAP
 	byPeer   map[nid.ID]*port     // up links by peer, for relaying
-	flows    map[flowKey]*flow
+	// adjacency are the links Bounded Flood forwards over, sorted clockwise
+	// from self, and peers their node IDs in the same order.
+	adjacency []*port
+	peers     []nid.ID
+	flows     map[flowKey]route
+	// macs is the learning table as the data path needs it to flood on its
+	// own: where each known MAC was learned, and behind which bridge.
+	macs map[l2.MAC]macView
+	// serviceMACs are the addresses the node's own services answer as;
+	// frames to them always go to the core.
+	serviceMACs []l2.MAC
 }
 
 type rxSession struct {
@@ -25,8 +38,12 @@ type rxSession struct {
 
 type port struct {
 	link    *link.Link
+	peer    nid.ID
 	session *link.Session // current sending session
 }
+
+// suspect reports whether the link's peer stopped answering.
+func (p *port) suspect(now int64) bool { return p.link.Counters.Suspect(now) }
 
 // flowKey is an OpenFlow-style match: ingress port, source and destination MAC.
 type flowKey struct {
@@ -34,12 +51,39 @@ type flowKey struct {
 	src, dst l2.MAC
 }
 
+// flow is a learned path. out and root never change: a flow whose path
+// changes is replaced, so the data path never sees one half-updated.
 type flow struct {
-	out      uint32
+	out      uint32        // switch port, localPort, or routedPort
+	root     nid.ID        // the bridge the destination sits behind
 	lastUsed atomic.Int64  // unix nanoseconds, written by the data path
 	bytes    atomic.Uint64 // frame bytes switched, for on-demand links
 	counted  uint64        // bytes already accounted by the core
 }
+
+// routedPort is a flow's out when the port its destination was learned
+// through is gone: frames travel greedily toward the destination's bridge.
+const routedPort = uint32(flood.RoutedPort)
+
+// route is a flow as one snapshot resolves it: its port, and the next hop
+// toward the destination's bridge that takes over when that port's peer
+// stops answering — CBL2's fast-failover group, precomputed.
+type route struct {
+	*flow
+	via    *port // the port of out; nil for the local TAP and for routed flows
+	backup *port
+}
+
+// macView is one learning-table entry as the data path sees it.
+type macView struct {
+	port uint32
+	root nid.ID
+	seen int64 // unix ns of the last learn the core published
+}
+
+// macRefresh is how old a published learn may get before a broadcast from
+// the MAC goes to the core again, to keep its entry from expiring.
+const macRefresh = DefaultMACAge / 4
 
 // touch records use at now without dirtying the cache line every packet.
 func (f *flow) touch(now int64) {
@@ -48,15 +92,71 @@ func (f *flow) touch(now int64) {
 	}
 }
 
-func (n *Node) publish() {
-	s := &snapshot{
-		sessions: make(map[uint32]rxSession),
-		ports:    make(map[uint32]*port),
-		byPeer:   make(map[nid.ID]*port),
-		flows:    make(map[flowKey]*flow, len(n.flows)),
+// toward is the greedy next hop from self toward the bridge dest: the
+// usable neighbour strictly closer to it (clockwise) than self, closest
+// first. Every hop choosing so brings a frame strictly closer, which is
+// why routed frames cannot loop. avoid, and neighbours that stopped
+// answering, are skipped; nil means no neighbour gets closer.
+func (s *snapshot) toward(dest nid.ID, avoid *port, now int64) *port {
+	var best *port
+	bestDist := s.self.Distance(dest)
+	for _, p := range s.adjacency {
+		if p == avoid || (now != 0 && p.suspect(now)) {
+			continue
+		}
+		if d := p.peer.Distance(dest); d.Compare(bestDist) < 0 {
+			best, bestDist = p, d
+		}
 	}
+	return best
+}
+
+// dirty flags say which parts of the next snapshot must be rebuilt.
+type dirtyParts uint8
+
+const (
+	dirtyLinks dirtyParts = 1 << iota
+	dirtyFlows
+	dirtyMACs
+	dirtyAll = dirtyLinks | dirtyFlows | dirtyMACs
+)
+
+func (n *Node) publish() {
+	prev := n.snap.Load()
+	s := &snapshot{self: n.self}
+	if prev == nil {
+		s.serviceMACs = n.serviceMACs()
+	} else {
+		s.serviceMACs = prev.serviceMACs
+	}
+	if prev == nil || n.dirty&dirtyLinks != 0 {
+		n.publishLinks(s)
+	} else {
+		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers
+	}
+	if prev == nil || n.dirty&(dirtyLinks|dirtyFlows) != 0 {
+		n.publishFlows(s)
+	} else {
+		s.flows = prev.flows
+	}
+	if prev == nil || n.dirty&dirtyMACs != 0 {
+		s.macs = make(map[l2.MAC]macView, n.learn.Len())
+		n.learn.Each(func(mac l2.MAC, e flood.Entry) {
+			s.macs[mac] = macView{port: uint32(e.Port), root: e.Root, seen: e.LastSeen.UnixNano()}
+		})
+	} else {
+		s.macs = prev.macs
+	}
+	n.snap.Store(s)
+	n.dirty = 0
+}
+
+func (n *Node) publishLinks(s *snapshot) {
+	s.sessions = make(map[uint32]rxSession)
+	s.ports = make(map[uint32]*port)
+	s.byPeer = make(map[nid.ID]*port)
 	for _, l := range n.links.Links() {
-		p := &port{link: l, session: l.Current()}
+		p := &port{link: l, peer: l.Peer.ID, session: l.Current()}
 		s.ports[l.Port] = p
 		if l.Up() {
 			s.byPeer[l.Peer.ID] = p
@@ -65,9 +165,48 @@ func (n *Node) publish() {
 			s.sessions[sess.LocalIndex] = rxSession{sess, p}
 		}
 	}
-	for k, f := range n.flows {
-		s.flows[k] = f
+	for _, id := range n.adjacency {
+		if p := s.byPeer[id]; p != nil {
+			s.adjacency = append(s.adjacency, p)
+			s.peers = append(s.peers, id)
+		}
 	}
-	n.snap.Store(s)
-	n.dirty = false
+}
+
+// publishFlows resolves every flow against the snapshot's ports, with its
+// backup: the best next hop toward its bridge other than its own port,
+// computed once per bridge.
+func (n *Node) publishFlows(s *snapshot) {
+	s.flows = make(map[flowKey]route, len(n.flows))
+	type choice struct{ best, second *port }
+	byRoot := make(map[nid.ID]choice)
+	for k, f := range n.flows {
+		r := route{flow: f, via: s.ports[f.out]}
+		if f.out != localPort && f.root != (nid.ID{}) {
+			c, ok := byRoot[f.root]
+			if !ok {
+				if c.best = s.toward(f.root, nil, 0); c.best != nil {
+					c.second = s.toward(f.root, c.best, 0)
+				}
+				byRoot[f.root] = c
+			}
+			r.backup = c.best
+			if r.backup == r.via {
+				r.backup = c.second
+			}
+		}
+		s.flows[k] = r
+	}
+}
+
+// serviceMACs are the hardware addresses the node's services answer as.
+func (n *Node) serviceMACs() []l2.MAC {
+	var macs []l2.MAC
+	if c := n.cfg.Services.DNS; c != nil {
+		macs = append(macs, c.ServerMAC)
+	}
+	if c := n.cfg.Services.DHCP; c != nil {
+		macs = append(macs, c.ServerMAC)
+	}
+	return macs
 }

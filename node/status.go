@@ -30,13 +30,18 @@ type Status struct {
 
 // LinkStatus describes one link.
 type LinkStatus struct {
-	Peer          string    `json:"peer"`
-	NodeID        string    `json:"node_id"`
-	Port          uint32    `json:"port"`
-	State         string    `json:"state"`
-	Path          string    `json:"path"`
-	Endpoint      string    `json:"endpoint"`
-	RTT           float64   `json:"rtt_ms"` // round trip of the last handshake
+	Peer     string  `json:"peer"`
+	NodeID   string  `json:"node_id"`
+	Port     uint32  `json:"port"`
+	State    string  `json:"state"`
+	Path     string  `json:"path"`
+	Endpoint string  `json:"endpoint"`
+	RTT      float64 `json:"rtt_ms"` // round trip of the last handshake
+	// ProbeRTT is the smoothed round trip of the link's liveness probes,
+	// and Suspect says the peer stopped answering them: traffic goes
+	// around it until it answers or the link goes down.
+	ProbeRTT      float64   `json:"probe_rtt_ms,omitempty"`
+	Suspect       bool      `json:"suspect,omitempty"`
 	Cipher        string    `json:"cipher,omitempty"`
 	Since         time.Time `json:"since,omitzero"`
 	LastHandshake time.Time `json:"last_handshake,omitzero"`
@@ -84,6 +89,7 @@ func (n *Node) Status() Status {
 			Path: l.Endpoint().Path(), Endpoint: l.Endpoint().String(), RTT: l.RTT.Seconds() * 1000,
 			RxBytes: l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
 			RxPackets: l.Counters.RxPackets.Load(), TxPackets: l.Counters.TxPackets.Load(),
+			ProbeRTT: l.Counters.ProbeRTT().Seconds() * 1000, Suspect: l.Suspect(),
 		}
 		if l.Up() {
 			ls.State, ls.Since = "up", l.Since

@@ -7,6 +7,7 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
+	"burrow/overlay"
 	"burrow/wire"
 )
 
@@ -18,12 +19,12 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 	}
 	switch wire.Inner(plain[0]) {
 	case wire.InnerFrame:
-		off, frame, err := wire.ParseFrame(plain)
+		f, err := wire.ParseFrame(plain)
 		if err != nil {
 			n.stats.drop(DropMalformed)
 			return
 		}
-		n.switchFrame(port, frame, off, now)
+		n.switchFrame(port, f.Ethernet, f.Offload, f.Source, now)
 	case wire.InnerFlood:
 		n.handleFlood(l, plain[1:], now)
 	case wire.InnerControl:
@@ -35,8 +36,9 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 
 // switchFrame is the slow path of the switch: learn the source, then
 // forward along a learned path (installing a flow for the data path), or
-// flood when the destination is a group or unknown.
-func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Time) {
+// flood when the destination is a group or unknown. source is the bridge
+// the frame says its source sits behind, zero when it does not say.
+func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.ID, now time.Time) {
 	if len(frame) < 14 {
 		n.stats.drop(DropMalformed)
 		return
@@ -49,10 +51,13 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 		return
 	}
 	if in == localPort {
+		source = n.self
 		n.learnMAC(src, flood.LocalPort, n.self, now)
 	} else if !src.IsMulticast() {
-		root, _ := n.learn.RootOf(src)
-		n.learnMAC(src, flood.Port(in), root, now)
+		if source == (nid.ID{}) {
+			source, _ = n.learn.RootOf(src)
+		}
+		n.learnMAC(src, flood.Port(in), source, now)
 	}
 	if dst.IsMulticast() {
 		if in != localPort {
@@ -69,6 +74,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 		// one of the two entries is wrong. Forget ours and flood, which
 		// finds the MAC wherever it is and teaches the way back.
 		n.learn.Forget(dst)
+		n.dirty |= dirtyMACs
 		n.dropFlowsTo(dst)
 		ok = false
 	}
@@ -88,20 +94,46 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, now time.Tim
 	if out == in {
 		return // between two hosts behind our own TAP: theirs to carry
 	}
-	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, now)
+	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, e.Root, now)
 	if out == localPort {
 		n.writeTAP(frame, off)
 		return
 	}
 	l := n.links.LinkByPort(out)
-	if l == nil {
+	if l == nil || !l.Up() {
+		n.sendRouted(e.Root, frame, off, now)
+		return
+	}
+	n.buf = wire.AppendFrame(n.buf[:0], off, source, frame)
+	n.sendData(l, n.buf, now)
+}
+
+// sendRouted sends a frame toward the bridge root, greedily over the ring,
+// for a destination whose learned port is gone.
+func (n *Node) sendRouted(root nid.ID, frame []byte, off l2.Offload, now time.Time) {
+	next := overlay.NextHop(n.self, n.adjacency, root)
+	l := n.upLink(next)
+	if next == n.self || l == nil {
 		n.stats.drop(DropNoRoute)
 		return
 	}
-	n.buf = n.buf[:wire.FrameHeaderLen]
-	wire.PutFrameHeader(n.buf, off)
+	if next == root {
+		n.buf = n.buf[:wire.FrameHeaderLen]
+	} else {
+		n.buf = n.buf[:wire.RoutedHeaderLen+wire.FrameHeaderLen]
+		wire.PutRoutedHeader(n.buf, root)
+	}
+	wire.PutFrameHeader(n.buf[len(n.buf)-wire.FrameHeaderLen:], off)
 	n.buf = append(n.buf, frame...)
-	n.links.Send(l, n.buf, now)
+	n.sendData(l, n.buf, now)
+}
+
+// sendData sends traffic the peer's answers are expected to follow, and
+// probes the link when they stopped following.
+func (n *Node) sendData(l *link.Link, plaintext []byte, now time.Time) {
+	if n.links.Send(l, plaintext, now) && l.Counters.SentData(now.UnixNano()) {
+		n.links.Probe(l, now)
+	}
 }
 
 func (n *Node) writeTAP(frame []byte, off l2.Offload) {
@@ -115,10 +147,13 @@ func (n *Node) learnMAC(mac l2.MAC, p flood.Port, root nid.ID, now time.Time) {
 	if mac == n.cfg.MAC && p != flood.LocalPort {
 		return // our own TAP never moves; a peer claiming it is wrong
 	}
-	if old, ok := n.learn.Lookup(mac); ok && old.Port != p {
+	old, known := n.learn.Lookup(mac)
+	if known && (old.Port != p || old.Root != root) {
 		n.dropFlowsTo(mac)
 	}
-	n.learn.Learn(mac, p, root, now)
+	if n.learn.Learn(mac, p, root, now) || now.Sub(old.LastSeen) >= macRefresh {
+		n.dirty |= dirtyMACs
+	}
 }
 
 // dropFlowsTo removes the flows toward mac, so the data path asks again.
@@ -126,22 +161,30 @@ func (n *Node) dropFlowsTo(mac l2.MAC) {
 	for k := range n.flows {
 		if k.dst == mac {
 			delete(n.flows, k)
-			n.dirty = true
+			n.dirty |= dirtyFlows
 		}
 	}
 }
 
-func (n *Node) installFlow(k flowKey, out uint32, now time.Time) {
-	if f := n.flows[k]; f != nil && f.out == out {
+func (n *Node) installFlow(k flowKey, out uint32, root nid.ID, now time.Time) {
+	if f := n.flows[k]; f != nil && f.out == out && f.root == root {
 		return
 	}
 	if len(n.flows) >= n.cfg.MaxFlows {
 		return // the slow path keeps forwarding; the table must not grow unbounded
 	}
-	f := &flow{out: out}
+	f := &flow{out: out, root: root}
 	f.lastUsed.Store(now.UnixNano())
 	n.flows[k] = f
-	n.dirty = true
+	n.dirty |= dirtyFlows
+}
+
+// movedTo is a copy of f with another path, keeping its use and counts.
+func (f *flow) movedTo(out uint32, root nid.ID) *flow {
+	g := &flow{out: out, root: root, counted: f.counted}
+	g.lastUsed.Store(f.lastUsed.Load())
+	g.bytes.Store(f.bytes.Load())
+	return g
 }
 
 // startFlood sends frame to every node as a Bounded Flood rooted here.
@@ -168,41 +211,41 @@ func (n *Node) forwardFlood(kind flood.Kind, root, bound nid.ID, hops uint8, fra
 		}
 		n.buf = append(n.buf[:0], byte(wire.InnerFlood))
 		n.buf = flood.AppendBroadcast(n.buf, kind, root, t.Bound, hops+1, frame)
-		n.links.Send(l, n.buf, now)
+		n.sendData(l, n.buf, now)
 	}
 }
 
+// handleFlood takes the leaf adverts of a neighbour; broadcasts are
+// delivered and forwarded by the data path, which passes on what the core
+// learns from (learnFromFlood).
 func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 	m, err := flood.Parse(b)
-	if err != nil {
+	if err != nil || m.Kind != flood.LeafAdvert {
 		n.stats.drop(DropMalformed)
 		return
 	}
-	p := flood.Port(from.Port)
-	switch m.Kind {
-	case flood.LeafAdvert:
-		for i := range m.NumLeaves() {
-			n.learnMAC(m.Leaf(i), p, m.Root, now)
-		}
-	case flood.Broadcast, flood.Transit:
-		if m.Root == n.self {
-			n.stats.drop(DropLoop)
-			return
-		}
-		n.stats.FloodsReceived.Add(1)
-		var src l2.MAC
-		copy(src[:], m.Frame[6:12])
-		if m.Kind == flood.Broadcast && !src.IsMulticast() {
-			n.learnMAC(src, p, m.Root, now)
-		}
-		n.snoopARP(m.Frame, from.Port, now)
-		n.writeTAP(m.Frame, l2.Offload{})
-		if n.cfg.Trace.Delivered != nil {
-			n.cfg.Trace.Delivered(m.Root, m.Hops, m.Frame)
-		}
-		n.forwardFlood(m.Kind, m.Root, m.Bound, m.Hops, m.Frame, now)
-		n.stats.FloodsForwarded.Add(uint64(len(n.targets)))
+	for i := range m.NumLeaves() {
+		n.learnMAC(m.Leaf(i), flood.Port(from.Port), m.Root, now)
 	}
+}
+
+// learnFromFlood learns from a broadcast the data path delivered: where
+// its source lives (unless a transit bridge flooded it) and, for ARP,
+// which address belongs to which MAC.
+func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
+	if n.links.LinkByPort(port) == nil || len(plain) < 1 {
+		return
+	}
+	m, err := flood.Parse(plain[1:])
+	if err != nil || m.Kind == flood.LeafAdvert {
+		n.stats.drop(DropMalformed)
+		return
+	}
+	src := l2.MAC(m.Frame[6:12])
+	if m.Kind == flood.Broadcast && !src.IsMulticast() {
+		n.learnMAC(src, flood.Port(port), m.Root, now)
+	}
+	n.snoopARP(m.Frame, port, now)
 }
 
 // advertiseLeaves tells a new neighbour which MACs live behind this bridge.

@@ -63,14 +63,15 @@ const (
 )
 
 // TAPMTU is the largest TAP MTU for which a frame, even as a broadcast
-// with its flood header and even through a relay, fits one datagram on an
-// underlay of underlayMTU.
+// with its flood header or routed around a failure with its source bridge,
+// and even through a relay, fits one datagram on an underlay of
+// underlayMTU.
 func TAPMTU(underlayMTU int, ipv6 bool) int {
 	ipUDP := 20 + 8
 	if ipv6 {
 		ipUDP = 40 + 8
 	}
-	inner := max(wire.FrameHeaderLen, 1+flood.BroadcastHeaderLen)
+	inner := max(wire.RoutedHeaderLen+wire.FrameHeaderLen+wire.SourceLen, 1+flood.BroadcastHeaderLen)
 	return underlayMTU - ipUDP - wire.RelayOverhead - wire.TransportOverhead - inner - 14
 }
 
@@ -363,11 +364,26 @@ func (d *Daemon) runCore(ctx context.Context) {
 		d.closeIO()
 		go func() { d.wg.Wait(); close(d.done) }()
 	}()
+	d.serveCore(ctx, timer, save.C, func() {
+		if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
+			saved = peers
+		}
+	})
+	d.log.Info("shutting down: telling the neighbours")
+	d.node.Leave(time.Now())
+	// Keep switching a moment: frames already on their way through this
+	// node still arrive while the neighbours move their flows elsewhere.
+	drain, cancel := context.WithTimeout(context.Background(), node.LeaveDrain)
+	defer cancel()
+	d.serveCore(drain, timer, nil, nil)
+}
+
+// serveCore runs the core — events from the data path, calls, timers —
+// until ctx ends; save runs at every tick of every.
+func (d *Daemon) serveCore(ctx context.Context, timer *time.Timer, every <-chan time.Time, save func()) {
 	for {
 		select {
 		case <-ctx.Done():
-			d.log.Info("shutting down: telling the neighbours")
-			d.node.Leave(time.Now())
 			return
 		case ev := <-d.events:
 			d.node.Handle(ev, time.Now())
@@ -375,10 +391,8 @@ func (d *Daemon) runCore(ctx context.Context) {
 			f()
 		case <-timer.C:
 			d.node.Tick(time.Now())
-		case <-save.C:
-			if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
-				saved = peers
-			}
+		case <-every:
+			save()
 		}
 		now := time.Now()
 		timer.Reset(d.node.NextDeadline(now).Sub(now))

@@ -49,6 +49,7 @@ type Node struct {
 	core      *node.Node
 	worker    node.Worker
 	up        bool
+	leaving   bool  // stopped gracefully, draining until it is killed
 	group     int32 // side of a partition; only equal sides reach each other
 	// remembered carries what the last incarnation knew to the next, as
 	// the daemon keeps it on disk.
@@ -172,6 +173,9 @@ func (n *Node) Traffic() Traffic { return n.traffic }
 // through its bootstrap nodes and, after a restart, the nodes its last
 // incarnation remembered.
 func (n *Node) Start() {
+	if n.leaving {
+		n.Kill() // started again before its drain ended: the drain is cut short
+	}
 	if n.up {
 		return
 	}
@@ -216,6 +220,7 @@ func (n *Node) Kill() {
 	if !n.up {
 		return
 	}
+	n.leaving = false
 	n.remembered = n.core.Remembered()
 	n.up = false
 	n.timerGen++ // its pending tick is stale now
@@ -223,15 +228,22 @@ func (n *Node) Kill() {
 	n.slow = n.slow[:0]
 }
 
-// Stop leaves gracefully: the core tells its neighbours, then stops.
+// Stop leaves gracefully: the core tells its neighbours, keeps switching
+// for node.LeaveDrain as the daemon does, then stops.
 func (n *Node) Stop() {
-	if !n.up {
+	if !n.up || n.leaving {
 		return
 	}
 	s := n.sim
 	s.curNode, s.cur = n, cause{flow: n.tag}
 	n.core.Leave(s.Now())
-	n.Kill()
+	n.leaving = true
+	core := n.core
+	s.push(event{at: s.now + int64(node.LeaveDrain), kind: evCall, fn: func() {
+		if n.core == core {
+			n.Kill()
+		}
+	}})
 }
 
 // output carries a core's actions into the simulation.

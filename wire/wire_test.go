@@ -37,19 +37,28 @@ func TestTransportHeaderRoundTrip(t *testing.T) {
 
 func TestFrameRoundTrip(t *testing.T) {
 	eth := make([]byte, 60)
-	for _, off := range []l2.Offload{{}, {NeedsCsum: true, CsumStart: 34, CsumOffset: 16}} {
-		b := make([]byte, FrameHeaderLen, FrameHeaderLen+len(eth))
-		PutFrameHeader(b, off)
-		b = append(b, eth...)
-		got, frame, err := ParseFrame(b)
-		if err != nil || got != off || len(frame) != len(eth) {
-			t.Fatalf("ParseFrame(%+v) = %+v, %d bytes, %v", off, got, len(frame), err)
+	for _, source := range [][16]byte{{}, {0xb, 15: 1}} {
+		for _, off := range []l2.Offload{{}, {NeedsCsum: true, CsumStart: 34, CsumOffset: 16}} {
+			b := AppendFrame(nil, off, source, eth)
+			got, err := ParseFrame(b)
+			if err != nil || got.Offload != off || got.Source != source || len(got.Ethernet) != len(eth) {
+				t.Fatalf("ParseFrame(%+v, %x) = %+v, %v", off, source, got, err)
+			}
 		}
 	}
 	bad := make([]byte, FrameHeaderLen+60)
 	PutFrameHeader(bad, l2.Offload{NeedsCsum: true, CsumStart: 50, CsumOffset: 10})
-	if _, _, err := ParseFrame(bad); err == nil {
+	if _, err := ParseFrame(bad); err == nil {
 		t.Fatal("checksum offset outside the frame accepted")
+	}
+	zeroSource := AppendFrame(nil, l2.Offload{}, [16]byte{1}, eth)
+	clear(zeroSource[FrameHeaderLen : FrameHeaderLen+SourceLen])
+	if _, err := ParseFrame(zeroSource); err == nil {
+		t.Fatal("a zero source bridge was accepted")
+	}
+	short := AppendFrame(nil, l2.Offload{}, [16]byte{1}, eth[:10])
+	if _, err := ParseFrame(short); err == nil {
+		t.Fatal("a frame with a source bridge but no room for an Ethernet header was accepted")
 	}
 }
 
@@ -88,13 +97,86 @@ func FuzzParseFrame(f *testing.F) {
 	b := make([]byte, FrameHeaderLen+60)
 	PutFrameHeader(b, l2.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
 	f.Add(b)
+	f.Add(AppendFrame(nil, l2.Offload{}, [16]byte{9}, make([]byte, 60)))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		off, frame, err := ParseFrame(b)
+		got, err := ParseFrame(b)
 		if err != nil {
 			return
 		}
-		if off.NeedsCsum && int(off.CsumStart)+int(off.CsumOffset)+2 > len(frame) {
+		if off := got.Offload; off.NeedsCsum && int(off.CsumStart)+int(off.CsumOffset)+2 > len(got.Ethernet) {
 			t.Fatal("accepted a checksum field outside the frame")
+		}
+		if again := AppendFrame(nil, got.Offload, got.Source, got.Ethernet); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs: %x vs %x", again, b)
+		}
+	})
+}
+
+func TestProbeRoundTrip(t *testing.T) {
+	for _, reply := range []bool{false, true} {
+		b := AppendProbe(nil, reply, -12345678901)
+		stamp, err := ParseProbe(b)
+		if err != nil || stamp != -12345678901 || (Inner(b[0]) == InnerProbeReply) != reply {
+			t.Fatalf("ParseProbe(%x) = %d, %v", b, stamp, err)
+		}
+	}
+	if _, err := ParseProbe(append(AppendProbe(nil, false, 1), 0)); err == nil {
+		t.Fatal("a probe with trailing bytes was accepted")
+	}
+	if _, err := ParseProbe([]byte{byte(InnerFrame), 0, 0, 0, 0, 0, 0, 0, 0}); err == nil {
+		t.Fatal("a frame was read as a probe")
+	}
+}
+
+func TestRoutedRoundTrip(t *testing.T) {
+	dest := [16]byte{1, 2, 3, 15: 9}
+	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
+	PutRoutedHeader(b, dest)
+	PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
+	got, inner, err := ParseRouted(b)
+	if err != nil || got != dest || len(inner) != FrameHeaderLen+60 {
+		t.Fatalf("ParseRouted = %x, %d bytes, %v", got, len(inner), err)
+	}
+	if f, err := ParseFrame(inner); err != nil || len(f.Ethernet) != 60 {
+		t.Fatalf("the routed frame inside does not parse: %v", err)
+	}
+	if _, _, err := ParseRouted(b[:RoutedHeaderLen+FrameHeaderLen+13]); err == nil {
+		t.Fatal("a routed frame too short for an Ethernet header was accepted")
+	}
+	b[RoutedHeaderLen] = byte(InnerFlood)
+	if _, _, err := ParseRouted(b); err == nil {
+		t.Fatal("a routed header around something other than a frame was accepted")
+	}
+}
+
+func FuzzParseProbe(f *testing.F) {
+	f.Add(AppendProbe(nil, false, 1))
+	f.Add(AppendProbe(nil, true, -1))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		stamp, err := ParseProbe(b)
+		if err != nil {
+			return
+		}
+		if again := AppendProbe(nil, Inner(b[0]) == InnerProbeReply, stamp); !bytes.Equal(again, b) {
+			t.Fatalf("re-encoding differs: %x vs %x", again, b)
+		}
+	})
+}
+
+func FuzzParseRouted(f *testing.F) {
+	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
+	PutRoutedHeader(b, [16]byte{7})
+	PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{})
+	f.Add(b)
+	f.Fuzz(func(t *testing.T, b []byte) {
+		dest, inner, err := ParseRouted(b)
+		if err != nil {
+			return
+		}
+		again := bytes.Clone(b)
+		PutRoutedHeader(again, dest)
+		if !bytes.Equal(again, b) || &inner[0] != &b[RoutedHeaderLen] {
+			t.Fatal("routed header does not re-encode to itself")
 		}
 	})
 }

@@ -1,0 +1,178 @@
+package node
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"burrow/l2"
+)
+
+// ringOfSuccessors links n nodes, in node-ID order, each to its next s
+// nodes: the overlay the seed measures churn on (no long-distance links).
+// Every node broadcasts once so that all paths are learned. It returns the
+// nodes in ring order.
+func ringOfSuccessors(t *testing.T, n, s int) (*testNet, []*testNode) {
+	w := newTestNet(t, n, 11)
+	ring := slices.Clone(w.nodes)
+	slices.SortFunc(ring, func(a, b *testNode) int { return a.node.Self().Compare(b.node.Self()) })
+	index := map[*testNode]int{}
+	for i, n := range w.nodes {
+		index[n] = i
+	}
+	for i := range ring {
+		for k := 1; k <= s; k++ {
+			w.connect(index[ring[i]], index[ring[(i+k)%n]])
+		}
+	}
+	w.advance(2*time.Second, 100*time.Millisecond)
+	for _, node := range ring {
+		node.fromTAP(ethFrame(l2.Broadcast, node.mac, "hello"))
+	}
+	return w, ring
+}
+
+// stream sends a frame from a to b every 5 ms for d, ticking every node
+// as it goes, and returns which frames b got.
+func stream(w *testNet, a, b *testNode, d time.Duration, tag string) []bool {
+	var got []bool
+	for i := 0; time.Duration(i)*5*time.Millisecond < d; i++ {
+		payload := fmt.Sprintf("%s-%d", tag, i)
+		a.node.Dataplane().FromTAP(a.worker, l2.VirtioNetHdr{}, ethFrame(b.mac, a.mac, payload), w.now.UnixNano())
+		w.advance(5*time.Millisecond, 5*time.Millisecond)
+		got = append(got, b.countTAP(payload) == 1)
+	}
+	return got
+}
+
+func lost(got []bool) int {
+	n := 0
+	for _, ok := range got {
+		if !ok {
+			n++
+		}
+	}
+	return n
+}
+
+// acrossABridge is a ring of 8 with two successors and a pair a, b whose
+// unicast path crosses the bridge m.
+func acrossABridge(t *testing.T) (w *testNet, a, b, m *testNode) {
+	w, ring := ringOfSuccessors(t, 8, 2)
+	a, b = ring[0], ring[4]
+	m = w.nextHop(a, b.mac)
+	if m == nil || m == b {
+		t.Fatalf("a reaches b over %v; want a bridge in between", m)
+	}
+	return w, a, b, m
+}
+
+func TestUnicastSwitchesToItsBackupWhenABridgeDies(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	if got := stream(w, a, b, 100*time.Millisecond, "before"); lost(got) != 0 {
+		t.Fatalf("%d frames lost before any failure", lost(got))
+	}
+	floods := a.node.Stats().FloodsStarted.Load()
+	w.down[m] = true
+	got := stream(w, a, b, 2*time.Second, "after")
+	// CBL2's protection switching: frames lost times their interval.
+	t.Logf("%d frames lost: %v without delivery", lost(got), time.Duration(lost(got))*5*time.Millisecond)
+	if switched := time.Duration(lost(got)) * 5 * time.Millisecond; switched > 50*time.Millisecond {
+		t.Errorf("%d frames (%v) lost when %s died; want at most 50 ms", lost(got), switched, m.name)
+	}
+	if lost(got[20:]) != 0 {
+		t.Errorf("frames still lost after 100 ms: %v", got)
+	}
+	if f := a.node.Stats().FloodsStarted.Load(); f != floods {
+		t.Errorf("a flooded %d frames after the failure; the backup should carry them", f-floods)
+	}
+	if a.node.Links().Links()[m.node.Self()] != nil {
+		t.Errorf("the link to the dead bridge is still there after 2 s of traffic")
+	}
+}
+
+func TestGracefulLeaveLosesNothing(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	m.node.Leave(w.now)
+	got := stream(w, a, b, LeaveDrain, "draining")
+	w.down[m] = true
+	got = append(got, stream(w, a, b, time.Second, "left")...)
+	if lost(got) != 0 {
+		t.Fatalf("%d frames lost when %s left gracefully: %v", lost(got), m.name, got)
+	}
+	if n := w.nextHop(a, b.mac); n == m {
+		t.Fatalf("a still sends to b through %s, which left", m.name)
+	}
+}
+
+func TestBroadcastsCrossTheDataPathAlone(t *testing.T) {
+	w, ring := ringOfSuccessors(t, 8, 2)
+	for _, n := range ring {
+		clear(n.handed)
+	}
+	src := ring[3]
+	src.fromTAP(ethFrame(l2.Broadcast, src.mac, "again"))
+	for _, n := range ring {
+		want := 1
+		if n == src {
+			want = 0
+			if n.handed[EventFromTAP] != 1 {
+				t.Errorf("the broadcast went to %s's core %d times, want once", n.name, n.handed[EventFromTAP])
+			}
+			continue
+		}
+		if got := n.countTAP("again"); got != want {
+			t.Errorf("%s got the broadcast %d times", n.name, got)
+		}
+		if len(n.handed) != 0 {
+			t.Errorf("%s handed %v to its core for a broadcast it had learned from", n.name, n.handed)
+		}
+	}
+	_ = w
+}
+
+func TestFirstFrameTeachesItsSourceBridge(t *testing.T) {
+	w, ring := ringOfSuccessors(t, 6, 1)
+	a, b := ring[0], ring[3]
+	// b's host never broadcasts: a knows its MAC only from unicast.
+	b.mac = l2.MAC{2, 0xb, 0, 0, 0, 1}
+	a.fromTAP(ethFrame(b.mac, a.mac, "request"))
+	b.fromTAP(ethFrame(a.mac, b.mac, "reply"))
+	if a.countTAP("reply") != 1 {
+		t.Fatal("the reply did not arrive")
+	}
+	for _, n := range ring {
+		if n == b {
+			continue
+		}
+		if e, ok := n.node.learn.Lookup(b.mac); ok && e.Root != b.node.Self() {
+			t.Errorf("%s learned b's host behind %v, want b", n.name, e.Root.Short())
+		}
+	}
+	if e, ok := a.node.learn.Lookup(b.mac); !ok || e.Root != b.node.Self() {
+		t.Errorf("a did not learn which bridge b's host is behind: %+v, %v", e, ok)
+	}
+	_ = w
+}
+
+func TestMovedMACIsRelearnedOnItsFirstFrame(t *testing.T) {
+	w, ring := ringOfSuccessors(t, 8, 2)
+	a, x, y := ring[0], ring[3], ring[6]
+	host := l2.MAC{2, 0xee, 0, 0, 0, 1}
+	x.fromTAP(ethFrame(a.mac, host, "from-x"))
+	a.fromTAP(ethFrame(host, a.mac, "to-x"))
+	if x.countTAP("to-x") != 1 {
+		t.Fatal("the host behind x is not reachable")
+	}
+	// The host moves to y (a VM migrated) and speaks first.
+	y.fromTAP(ethFrame(a.mac, host, "from-y"))
+	if e, _ := a.node.learn.Lookup(host); e.Root != y.node.Self() {
+		t.Fatalf("after the first frame from y, a places the host behind %v, want y", e.Root.Short())
+	}
+	a.fromTAP(ethFrame(host, a.mac, "to-y"))
+	if y.countTAP("to-y") != 1 || x.countTAP("to-y") != 0 {
+		t.Fatalf("a's frame went to x %d times and to y %d times, want only y", x.countTAP("to-y"), y.countTAP("to-y"))
+	}
+	_ = w
+}
