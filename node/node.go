@@ -249,8 +249,10 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize
 	}
-	if t := n.servicesDeadline(now); !t.IsZero() && t.Before(next) {
-		next = t
+	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline()} {
+		if !t.IsZero() && t.Before(next) {
+			next = t
+		}
 	}
 	if next.Before(now) {
 		return now

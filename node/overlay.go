@@ -52,6 +52,17 @@ const (
 	deadMemory    = 30 * time.Second
 	// rememberedContacts is how many remembered nodes a restart contacts.
 	rememberedContacts = 3
+	// askerMemory is how long a node that asked for its place is told of
+	// newcomers next to it, and maxAskers bounds how many are.
+	askerMemory = 10 * time.Second
+	maxAskers   = 1024
+	// reaimAfter is how long the size estimate must stay off by more than
+	// a factor two before long-distance links are aimed anew: a successor
+	// list shortened for a moment by a failure must not re-aim them all.
+	reaimAfter = 30 * time.Second
+	// fastStabilize is the stabilization period while a node's
+	// neighbourhood is changing.
+	fastStabilize = 250 * time.Millisecond
 	// LeaveDrain is how long a node keeps switching after Leave.
 	LeaveDrain = 500 * time.Millisecond
 )
@@ -81,12 +92,16 @@ type peerState struct {
 // ldSlot is one long-distance link: its harmonic draw and, once a node
 // answered, that node.
 type ldSlot struct {
-	draw    overlay.LongDistanceDraw
-	size    float64 // size estimate the target was computed for
-	peer    nid.ID
-	request uint64
-	asked   time.Time
-	retry   time.Time
+	draw     overlay.LongDistanceDraw
+	size     float64 // size estimate the target was computed for
+	peer     nid.ID
+	request  uint64
+	asked    time.Time
+	retry    time.Time
+	refusals int // in a row, to back off
+	// offSince is when the size estimate went off by more than a factor
+	// two from size; zero while it is not.
+	offSince time.Time
 }
 
 // contact is a node we dial by address to find our place on the ring:
@@ -113,16 +128,25 @@ type overlayState struct {
 	remembered []overlay.Info
 	// dead remembers nodes found dead, so that stale successor lists from
 	// others do not bring them back before the news has spread.
-	dead          map[nid.ID]time.Time
-	rng           *rand.Rand
-	joined        bool
-	stabilize     time.Time
-	lastSuccessor nid.ID
-	heal          time.Time
-	scratch       []nid.ID
-	od            onDemandState
+	dead      map[nid.ID]time.Time
+	rng       *rand.Rand
+	joined    bool
+	stabilize time.Time
+	// stabilizeGap is the current stabilization period: short while the
+	// neighbourhood changes, doubling up to StabilizeEvery while it does
+	// not, so a forming ring settles in round trips and a settled one costs
+	// no more than before.
+	stabilizeGap    time.Duration
+	lastSuccessor   nid.ID
+	lastPredecessor nid.ID
+	// askers are the nodes that recently asked this one for their place.
+	askers  []asker
+	heal    time.Time
+	scratch []nid.ID
+	od      onDemandState
 	// Stats counts control messages by type: sent, received, forwarded.
 	sent, received, forwarded [16]uint64
+	formation                 formation
 }
 
 func (n *Node) initOverlay(now time.Time) {
@@ -150,7 +174,9 @@ func (n *Node) initOverlay(now time.Time) {
 	o.requests = make(map[uint64]pendingRequest)
 	o.dead = make(map[nid.ID]time.Time)
 	o.rng = rand.New(rand.NewChaCha8(seed))
-	o.stabilize = now.Add(o.jitter(c.StabilizeEvery))
+	o.formation.started = now
+	o.stabilizeGap = min(fastStabilize, c.StabilizeEvery)
+	o.stabilize = now.Add(o.jitter(o.stabilizeGap))
 	o.heal = now.Add(c.HealEvery + o.jitter(c.HealEvery))
 	for _, b := range c.Bootstrap {
 		n.addContact(b, nid.ID{}, true, now)
@@ -176,6 +202,9 @@ func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 	o := &n.ov
 	ps := n.peer(l.Peer.ID)
 	ps.closing = false
+	if o.formation.firstLink.IsZero() {
+		o.formation.firstLink = now
+	}
 	ps.info.Endpoints = mergeEndpoints(l.Endpoint(), ps.info.Endpoints)
 	l.AddCandidates(n.candidates(ps.info))
 	if ps.dial != nil {
@@ -272,7 +301,7 @@ func (n *Node) overlayTick(now time.Time) {
 		}
 	}
 	if !now.Before(o.stabilize) {
-		o.stabilize = now.Add(o.cfg.StabilizeEvery + o.jitter(o.cfg.StabilizeEvery/2))
+		o.stabilize = now.Add(o.stabilizeGap + o.jitter(o.stabilizeGap/2))
 		if succ := o.ring.Successors(1); len(succ) > 0 {
 			if l := n.upLink(succ[0].ID); l != nil {
 				n.count(&o.sent, overlay.Stabilize)

@@ -24,11 +24,12 @@ func (n *Node) addContact(ep netip.AddrPort, id nid.ID, bootstrap bool, now time
 }
 
 // consider offers a node to the ring view unless it is known dead.
-func (n *Node) consider(in overlay.Info, now time.Time) {
+// It reports whether the view changed.
+func (n *Node) consider(in overlay.Info, now time.Time) bool {
 	if until, dead := n.ov.dead[in.ID]; dead && now.Before(until) {
-		return
+		return false
 	}
-	n.ov.ring.Consider(in)
+	return n.ov.ring.Consider(in)
 }
 
 // buried records a node as dead and drops it from the view.

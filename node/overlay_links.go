@@ -45,15 +45,17 @@ func (n *Node) reconcile(now time.Time) {
 	for id := range o.od.active {
 		want[id] |= overlay.ReasonOnDemand
 	}
-	joined := len(succ) > 0 && n.upLink(succ[0].ID) != nil
+	joined := n.stillJoined(succ)
 	joinedChanged := joined != o.joined
 	o.joined = joined
-	if len(succ) > 0 && succ[0].ID != o.lastSuccessor && joined {
+	n.trackFormation(now)
+	if len(succ) > 0 && succ[0].ID != o.lastSuccessor && n.upLink(succ[0].ID) != nil {
 		// A new successor: tell it about us and learn its view right away
 		// rather than at the next period, so joins settle in round trips.
 		o.lastSuccessor = succ[0].ID
-		o.stabilize = now
+		n.unsettled(now)
 	}
+	n.tellPredecessors(now)
 	for _, id := range nid.SortedKeys(want) {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {

@@ -50,12 +50,16 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 		s := req.slot
 		s.request = 0
 		if !m.Accepted || m.Origin == n.self || n.isSuccessor(m.Origin) || n.usedByLongDistance(m.Origin) {
-			// Refused, or no shortcut: draw another target later.
+			// Refused, or no shortcut: draw another target, soon after a
+			// first refusal, later and later after more, so that a ring
+			// whose nodes are all full is not asked over and over.
 			s.draw = overlay.Draw(o.rng)
-			s.retry = now.Add(o.cfg.StabilizeEvery + o.jitter(o.cfg.StabilizeEvery))
+			wait := min(fastStabilize<<min(s.refusals, 8), o.cfg.StabilizeEvery)
+			s.refusals++
+			s.retry = now.Add(wait + o.jitter(wait))
 			return
 		}
-		s.peer = m.Origin
+		s.peer, s.refusals = m.Origin, 0
 		s.size = o.ring.EstimateSize()
 	}
 	if req.onDemand != (nid.ID{}) && m.Accepted {
@@ -99,13 +103,19 @@ func (n *Node) tickLongDistance(now time.Time) {
 	if len(o.ld) > k {
 		o.ld = o.ld[:k]
 	}
-	if !o.joined {
-		return
+	if o.formation.settled.IsZero() {
+		return // the size estimate, and so the targets, mean little before
 	}
 	for _, s := range o.ld {
 		if s.peer != (nid.ID{}) {
-			if r := size / s.size; r < 0.5 || r > 2 {
-				s.peer, s.retry = nid.ID{}, now // the network grew or shrank: aim again
+			switch r := size / s.size; {
+			case r >= 0.5 && r <= 2:
+				s.offSince = time.Time{}
+			case s.offSince.IsZero():
+				s.offSince = now
+			case now.Sub(s.offSince) >= reaimAfter:
+				// The network grew or shrank: aim again.
+				s.peer, s.retry, s.offSince = nid.ID{}, now, time.Time{}
 			}
 			continue
 		}

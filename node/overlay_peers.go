@@ -113,3 +113,28 @@ func (n *Node) dialPeer(ps *peerState, now time.Time) {
 		ps.dial = n.links.AddDial(n.sprayPorts(c), link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
 	}
 }
+
+// closestTo answers a node looking for its place on the ring: the nodes
+// this one knows — its view, and every node it has a link with — closest
+// to id on either side. A node many join through at once (a bootstrap)
+// has a link with each of them, so it hands every joiner its neighbours
+// among all the others that have arrived, not only its own.
+func (n *Node) closestTo(id nid.ID) (pred overlay.Info, succ []overlay.Info) {
+	o := &n.ov
+	known := append([]overlay.Info{n.selfInfo()}, o.ring.Successors(overlay.MaxSuccessors)...)
+	if p, ok := o.ring.Predecessor(); ok {
+		known = append(known, p)
+	}
+	for _, pid := range nid.SortedKeys(o.peers) {
+		if ps := o.peers[pid]; len(ps.info.Endpoints) > 0 && n.upLink(pid) != nil {
+			known = append(known, ps.info)
+		}
+	}
+	known = slices.DeleteFunc(known, func(in overlay.Info) bool { return in.ID == id || in.ID == (nid.ID{}) })
+	slices.SortFunc(known, func(a, b overlay.Info) int { return id.Distance(a.ID).Compare(id.Distance(b.ID)) })
+	known = slices.CompactFunc(known, func(a, b overlay.Info) bool { return a.ID == b.ID })
+	if len(known) == 0 {
+		return overlay.Info{}, nil
+	}
+	return known[len(known)-1], known[:min(len(known)-1, overlay.MaxSuccessors)]
+}

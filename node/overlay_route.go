@@ -79,7 +79,23 @@ func (n *Node) route(m *overlay.Message, from *link.Link, now time.Time) {
 		n.deliver(m, from, now)
 		return
 	}
+	if m.Type == overlay.FindSuccessor && from != nil && from.Peer.ID == m.Origin {
+		// The joiner's first contact answers too, from all it knows: while
+		// a ring forms, the contact everyone joins through knows more than
+		// the node the lookup ends at.
+		n.answerLookup(m, now)
+	}
 	n.forward(n.upLink(next), m)
+}
+
+// answerLookup tells a joiner the nodes this one knows closest to it, and
+// the recent joiners next to it about the joiner.
+func (n *Node) answerLookup(m *overlay.Message, now time.Time) {
+	pred, succ := n.closestTo(m.Origin)
+	n.reply(m, &overlay.Message{Type: overlay.Successors, From: n.selfInfo(), Pred: pred, Successors: succ}, now)
+	if m.From.ID == m.Origin {
+		n.introduce(m.From, now)
+	}
 }
 
 // routingCandidates are the neighbours a message may be forwarded to:
@@ -122,9 +138,11 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		n.remember(m.From)
 	}
 	switch m.Type {
-	case overlay.FindSuccessor, overlay.Stabilize:
+	case overlay.FindSuccessor:
+		n.answerLookup(m, now)
+	case overlay.Stabilize:
 		pred, _ := o.ring.Predecessor()
-		n.reply(m, &overlay.Message{Type: overlay.Successors, From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)}, now)
+		n.reply(m, &overlay.Message{Type: overlay.Successors, Own: true, From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)}, now)
 	case overlay.Successors, overlay.Leave:
 		if m.Type == overlay.Leave {
 			n.buried(m.Origin, now)
@@ -132,14 +150,27 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 				n.retire(from, n.peer(from.Peer.ID), now)
 			}
 		}
+		news := false
 		for _, in := range append([]overlay.Info{m.Pred}, m.Successors...) {
 			if in.ID != (nid.ID{}) && in.ID != m.Origin || m.Type == overlay.Successors {
-				n.consider(in, now)
+				news = n.consider(in, now) || news
 				n.remember(in)
 			}
 		}
 		if m.Type == overlay.Successors {
-			o.ring.Prune(m.Origin, m.Successors, func(id nid.ID) bool { return n.upLink(id) != nil })
+			if m.Own {
+				news = o.ring.Prune(m.Origin, m.Successors, func(id nid.ID) bool { return n.upLink(id) != nil }) || news
+			}
+			if m.Pred.ID == n.self {
+				o.formation.confirmedBy = m.Origin
+			}
+			if succ := o.ring.Successors(1); m.Own && len(succ) > 0 && succ[0].ID == m.Origin {
+				if news || m.Pred.ID != n.self {
+					n.unsettled(now)
+				} else {
+					n.quiet(now)
+				}
+			}
 		}
 		n.doneWithContact(m.Origin)
 	case overlay.Data:

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -78,6 +79,28 @@ func (w *testNet) settle(t testing.TB, limit time.Duration) time.Duration {
 	}
 	t.Fatalf("ring not consistent after %v: %v", limit, w.ringErrors())
 	return 0
+}
+
+// quiet runs the network until no link came up or went down for d.
+func (w *testNet) quiet(t testing.TB, d, limit time.Duration) {
+	t.Helper()
+	links := func() string {
+		var all []string
+		for _, n := range w.live() {
+			all = append(all, fmt.Sprint(n.node.Adjacency()))
+		}
+		return strings.Join(all, ";")
+	}
+	start, last, since := w.now, links(), w.now
+	for w.now.Sub(since) < d {
+		if w.now.Sub(start) > limit {
+			t.Fatalf("links still changing after %v", limit)
+		}
+		w.advance(500*time.Millisecond, 250*time.Millisecond)
+		if now := links(); now != last {
+			last, since = now, w.now
+		}
+	}
 }
 
 // broadcastReachesAllOnce floods one frame from every live node and checks
@@ -237,7 +260,7 @@ func TestNodesKeepALinkToABeaconAndLearnTheirMapping(t *testing.T) {
 func TestTopologyCrawlMapsTheWholeOverlay(t *testing.T) {
 	w := newOverlayNet(t, 12, 8, overlay.Params{Successors: 2, LongDistance: 1})
 	w.settle(t, 60*time.Second)
-	w.advance(10*time.Second, 500*time.Millisecond)
+	w.quiet(t, 10*time.Second, 2*time.Minute)
 	watcher := w.nodes[3].node
 	watcher.CrawlTopology(w.now)
 	w.advance(8*time.Second, 500*time.Millisecond)

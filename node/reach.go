@@ -45,6 +45,13 @@ type StreamOpener interface {
 // DefaultProbeEvery is how often beacons are asked for our mapping.
 const DefaultProbeEvery = 30 * time.Second
 
+// streamHeadStart is how long the first beacon dial tries UDP alone before
+// a WebSocket to a beacon is opened beside it, while no beacon has ever
+// answered over UDP: where UDP works it wins this race, where it is
+// blocked the WebSocket carries the link within a second instead of after
+// the UDP attempts give up.
+const streamHeadStart = 250 * time.Millisecond
+
 type reachState struct {
 	cfg       ReachConfig
 	prober    *nat.Prober
@@ -56,6 +63,13 @@ type reachState struct {
 	beacon     nid.ID // the beacon we are linked to
 	failedUDP  int    // beacons that failed over UDP in a row
 	streamWant bool
+	// firstDial is when the first beacon dial started, and udpWorks says a
+	// beacon answered over UDP since: until then the site's reachability
+	// is unknown, and a WebSocket races the UDP dial.
+	firstDial time.Time
+	udpWorks  bool
+	raced     bool
+	stream    *link.Dial // a dial over a WebSocket, beside the UDP one
 }
 
 func (n *Node) initReach(now time.Time) {
@@ -143,7 +157,11 @@ func (n *Node) reachTick(now time.Time) {
 	for _, req := range r.prober.Due(now) {
 		n.out.SendDatagram(link.UDPEndpoint(req.To), req.Msg)
 	}
-	if len(r.cfg.Beacons) == 0 || r.dial != nil || (r.beacon != (nid.ID{}) && n.upLink(r.beacon) != nil) {
+	if len(r.cfg.Beacons) == 0 || (r.beacon != (nid.ID{}) && n.upLink(r.beacon) != nil) {
+		return
+	}
+	if r.dial != nil {
+		n.raceStream(now)
 		return
 	}
 	r.beacon = nid.ID{}
@@ -167,6 +185,37 @@ func (n *Node) reachTick(now time.Time) {
 	}
 	b := r.cfg.Beacons[r.next%len(r.cfg.Beacons)]
 	r.dial = n.links.AddDial([]link.Endpoint{link.UDPEndpoint(b.Addr)}, link.DialOptions{Attempts: 2}, now)
+	if r.firstDial.IsZero() {
+		r.firstDial = now
+	}
+}
+
+// raceStream opens a WebSocket to a beacon beside the first UDP dial once
+// UDP had its head start, while no beacon ever answered over UDP.
+func (n *Node) raceStream(now time.Time) {
+	r := &n.reach
+	so, ok := n.out.(StreamOpener)
+	if !ok || r.raced || r.udpWorks || r.streamWant || now.Sub(r.firstDial) < streamHeadStart {
+		return
+	}
+	r.raced = true
+	for i, b := range r.cfg.Beacons {
+		if b.WebSocket {
+			r.streamWant = true
+			so.OpenStream(i)
+			n.log.Info("no beacon has answered over UDP yet; trying WebSocket too", "beacon", b.Addr)
+			return
+		}
+	}
+}
+
+// reachDeadline is when reachTick must run to start the WebSocket race.
+func (n *Node) reachDeadline() time.Time {
+	r := &n.reach
+	if r.raced || r.udpWorks || r.dial == nil || r.firstDial.IsZero() {
+		return time.Time{}
+	}
+	return r.firstDial.Add(streamHeadStart)
 }
 
 // StreamUp tells the core a stream to beacon i is open: it links over it.
@@ -174,10 +223,10 @@ func (n *Node) StreamUp(beacon int, stream uint32, now time.Time) {
 	n.now = now
 	r := &n.reach
 	r.streamWant = false
-	if r.dial != nil {
-		n.links.RemoveDial(r.dial)
+	if r.stream != nil {
+		n.links.RemoveDial(r.stream)
 	}
-	r.dial = n.links.AddDial([]link.Endpoint{{Via: link.Stream, Stream: stream}}, link.DialOptions{Attempts: 3}, now)
+	r.stream = n.links.AddDial([]link.Endpoint{{Via: link.Stream, Stream: stream}}, link.DialOptions{Attempts: 3}, now)
 	n.publishIfDirty()
 }
 
@@ -193,10 +242,10 @@ func (n *Node) StreamDown(stream uint32, now time.Time) {
 // learned who answers at its address, so the address counts too.
 func (n *Node) beaconLinkUp(l *link.Link, ps *peerState) bool {
 	r := &n.reach
-	if r.dial == nil {
-		return false
+	answers := func(d *link.Dial) bool {
+		return d != nil && (d.Peer == l.Peer.ID || d.Peer == nid.ID{} && slices.Contains(d.Endpoints, l.Endpoint()))
 	}
-	if r.dial.Peer != l.Peer.ID && (r.dial.Peer != nid.ID{} || !slices.Contains(r.dial.Endpoints, l.Endpoint())) {
+	if !answers(r.dial) && !answers(r.stream) {
 		return false
 	}
 	n.adoptBeacon(l, ps)
@@ -206,11 +255,22 @@ func (n *Node) beaconLinkUp(l *link.Link, ps *peerState) bool {
 // adoptBeacon makes l the node's beacon link and ends any beacon dial.
 func (n *Node) adoptBeacon(l *link.Link, ps *peerState) {
 	r := &n.reach
-	if r.dial != nil {
-		n.links.RemoveDial(r.dial)
+	for _, d := range []*link.Dial{r.dial, r.stream} {
+		if d != nil {
+			n.links.RemoveDial(d)
+		}
 	}
-	r.dial, r.beacon, r.failedUDP = nil, l.Peer.ID, 0
+	r.dial, r.stream, r.beacon, r.failedUDP = nil, nil, l.Peer.ID, 0
 	ps.local |= overlay.ReasonBeacon
+	if ep := l.Endpoint(); ep.Via == link.UDP && !ep.IsRelay() {
+		r.udpWorks = true
+		return
+	}
+	// Over a WebSocket: keep trying the beacon's UDP address, and move
+	// there when UDP gets through.
+	for _, b := range r.cfg.Beacons {
+		l.AddCandidates([]link.Endpoint{link.UDPEndpoint(b.Addr)})
+	}
 }
 
 // isBeaconAddress reports whether ep is a configured beacon's UDP address.
@@ -221,6 +281,10 @@ func (n *Node) isBeaconAddress(ep link.Endpoint) bool {
 // beaconDialFailed moves on to the next beacon.
 func (n *Node) beaconDialFailed(d *link.Dial) bool {
 	r := &n.reach
+	if r.stream == d {
+		r.stream = nil
+		return true
+	}
 	if r.dial != d {
 		return false
 	}

@@ -138,6 +138,7 @@ type OverlayStatus struct {
 	Forwarded    map[string]uint64 `json:"control_forwarded"`
 	Received     map[string]uint64 `json:"control_received"`
 	OnDemand     OnDemandStatus    `json:"on_demand"`
+	Formation    FormationStatus   `json:"formation"`
 }
 
 // OverlayLink says why a link exists: the reasons of each end.
@@ -177,7 +178,8 @@ func (n *Node) Overlay() OverlayStatus {
 	st := OverlayStatus{
 		Enabled: !o.cfg.Disabled, Joined: o.joined, SizeEstimate: o.ring.EstimateSize(),
 		Sent: countsByType(&o.sent), Forwarded: countsByType(&o.forwarded), Received: countsByType(&o.received),
-		OnDemand: OnDemandStatus{Active: len(o.od.active), Opened: o.od.opened, Closed: o.od.closed},
+		OnDemand:  OnDemandStatus{Active: len(o.od.active), Opened: o.od.opened, Closed: o.od.closed},
+		Formation: n.formationStatus(),
 	}
 	if p, ok := o.ring.Predecessor(); ok {
 		st.Predecessor = p.ID.String()
@@ -223,6 +225,19 @@ func (n *Node) LinkReasons() map[nid.ID][2]overlay.Reason {
 	}
 	return m
 }
+
+// Joined reports whether the node has found its place on the ring: its
+// link to its first successor is up.
+func (n *Node) Joined() bool { return n.ov.joined }
+
+// Predecessor is the node's predecessor on the ring, if it knows one.
+func (n *Node) Predecessor() (nid.ID, bool) {
+	p, ok := n.ov.ring.Predecessor()
+	return p.ID, ok
+}
+
+// Formation says how far the node got onto the ring, and when.
+func (n *Node) Formation() FormationStatus { return n.formationStatus() }
 
 // Successor is the node's first successor on the ring, if it has one.
 func (n *Node) Successor() (nid.ID, bool) {

@@ -31,8 +31,10 @@ const (
 	// FindSuccessor is routed toward Dest; the node that finds no neighbour
 	// closer to Dest answers with Successors.
 	FindSuccessor Type = iota + 1
-	// Successors answers FindSuccessor and Stabilize: the sender, its
-	// predecessor and its successor list.
+	// Successors answers FindSuccessor with the nodes the sender knows
+	// closest to the asker on either side, and Stabilize with the sender's
+	// own predecessor and successor list; sent unasked, it tells a node
+	// of a new node between it and the sender.
 	Successors
 	// LinkRequest asks the node at (or just before) Dest for a link.
 	LinkRequest
@@ -105,6 +107,10 @@ type Message struct {
 	Accepted   bool       // LinkReply
 	Pred       Info       // Successors, Leave: the sender's predecessor (zero ID if unknown)
 	Successors []Info     // Successors, Leave
+	// Own: Successors lists the sender's own successors, all it knows of
+	// that stretch of the ring, rather than the nodes it knows closest to
+	// the asker; only then may the receiver drop the nodes it leaves out.
+	Own bool
 	Name       string     // TopologyReply: the sender's certificate name
 	Neighbors  []Neighbor // TopologyReply: the sender's links
 	Payload    []byte     // Data
@@ -138,6 +144,7 @@ const (
 	flagClose = 8
 	flagRelay = 16
 	flagAsk   = 32
+	flagOwn   = 64
 )
 
 // Decoding errors.
@@ -169,6 +176,9 @@ func (m *Message) Append(dst []byte) []byte {
 	}
 	if m.Ask {
 		flags |= flagAsk
+	}
+	if m.Own {
+		flags |= flagOwn
 	}
 	dst = append(dst, version, byte(m.Type), m.TTL, flags)
 	dst = append(dst, m.Dest[:]...)
@@ -255,11 +265,12 @@ func Parse(b []byte) (Message, error) {
 	}
 	m.TTL = b[2]
 	flags := b[3]
-	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay|flagAsk) != 0 {
+	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay|flagAsk|flagOwn) != 0 {
 		return m, ErrField
 	}
 	m.Exact, m.Joined, m.Accepted = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0
 	m.Closing, m.Relaying, m.Ask = flags&flagClose != 0, flags&flagRelay != 0, flags&flagAsk != 0
+	m.Own = flags&flagOwn != 0
 	copy(m.Dest[:], b[4:])
 	copy(m.Origin[:], b[4+nid.Size:])
 	copy(m.Via[:], b[4+2*nid.Size:])

@@ -60,6 +60,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			m.Ask = rapid.Bool().Draw(t, "ask")
 		case Successors, Leave:
 			m.From, m.Pred = genInfo(t, "from"), genInfo(t, "pred")
+			m.Own = rapid.Bool().Draw(t, "own")
 			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
 				m.Successors = append(m.Successors, genInfo(t, "s"))
 			}

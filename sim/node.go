@@ -360,7 +360,7 @@ func (s *Sim) contacts(count int) []int {
 			}
 		}
 	}
-	pick(func(n *Node) bool { return n.core.Overlay().Joined })
+	pick(func(n *Node) bool { return n.core.Joined() })
 	pick(func(*Node) bool { return true })
 	for _, n := range s.nodes {
 		if len(picked) == count {

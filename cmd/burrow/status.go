@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"burrow/config"
+	"burrow/node"
 	"burrow/runtime"
 )
 
@@ -68,6 +69,7 @@ func printStatus(w io.Writer, st *runtime.Status) {
 		}
 		fmt.Fprintf(w, "ring      joined=%v predecessor %s successor %s, about %.0f nodes; links: %d successor, %d long-distance, %d on-demand\n",
 			ov.Joined, pred, succ, ov.SizeEstimate, kinds["successor"], kinds["long-distance"], kinds["on-demand"])
+		fmt.Fprintf(w, "forming   %s\n", formationLine(ov.Formation))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
@@ -97,6 +99,24 @@ func printStatus(w io.Writer, st *runtime.Status) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// formationLine says how far the node got onto the ring and how long each
+// step took, so a forming network can be told from a stuck one.
+func formationLine(f node.FormationStatus) string {
+	step := func(name string, after float64) string {
+		if after == 0 {
+			return name + " not yet"
+		}
+		return fmt.Sprintf("%s after %.1fs", name, after)
+	}
+	state := "settled (both ring neighbours confirm this node)"
+	if !f.Settled {
+		state = "not settled (a ring neighbour has not confirmed this node yet)"
+	}
+	return fmt.Sprintf("%s; %s, %s, %s, %s; left the ring %d times since joining", state,
+		step("first link", f.FirstLinkAfter), step("joined", f.JoinedAfter), step("settled", f.SettledAfter),
+		step("all long-distance links", f.LongLinksAfter), f.Unjoins)
 }
 
 func bytesHuman(n uint64) string {
