@@ -38,19 +38,34 @@ func TestParseStatTicksOfThisProcess(t *testing.T) {
 	}
 }
 
-func TestParsePeakRSS(t *testing.T) {
+func TestParseMemoryField(t *testing.T) {
 	status := "Name:\tnebula\nVmPeak:\t 1300000 kB\nVmHWM:\t   13824 kB\nVmRSS:\t   12000 kB\n"
-	got, err := parsePeakRSS(status)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != 13824*1024 {
-		t.Fatalf("peak RSS %d, want %d", got, 13824*1024)
+	for field, want := range map[string]uint64{"VmHWM": 13824 * 1024, "VmRSS": 12000 * 1024} {
+		got, err := parseMemoryField(status, field)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got != want {
+			t.Errorf("%s %d, want %d", field, got, want)
+		}
 	}
 	for _, bad := range []string{"Name:\tx\n", "VmHWM:\t12 MB\n", "VmHWM:\tlots kB\n"} {
-		if _, err := parsePeakRSS(bad); err == nil {
-			t.Errorf("parsePeakRSS(%q) succeeded", bad)
+		if _, err := parseMemoryField(bad, "VmHWM"); err == nil {
+			t.Errorf("parseMemoryField(%q) succeeded", bad)
 		}
+	}
+}
+
+func TestOwnProcessFiguresAreRead(t *testing.T) {
+	pid := os.Getpid()
+	if rss, err := residentRSS(pid); err != nil || rss == 0 {
+		t.Errorf("resident RSS %d, %v", rss, err)
+	}
+	if pss, err := proportionalRSS(pid); err != nil || pss == 0 {
+		t.Errorf("proportional set size %d, %v", pss, err)
+	}
+	if fds, err := openFiles(pid); err != nil || fds < 3 {
+		t.Errorf("%d open files, %v", fds, err)
 	}
 }
 

@@ -182,8 +182,14 @@ func mean(ds []time.Duration) time.Duration {
 	return total / time.Duration(len(ds))
 }
 
-func median(ds []time.Duration) time.Duration {
-	sorted := slices.Sorted(slices.Values(ds))
+// number is what median and spread summarize: durations, byte counts,
+// CPU shares.
+type number interface {
+	~int | ~int64 | ~uint64 | ~float64
+}
+
+func median[T number](xs []T) T {
+	sorted := slices.Sorted(slices.Values(xs))
 	middle := len(sorted) / 2
 	if len(sorted)%2 == 0 {
 		return (sorted[middle-1] + sorted[middle]) / 2

@@ -231,11 +231,11 @@ func pathsFailures(r *PathsReport) string {
 }
 
 // spread renders min / median / max, or "–" without values.
-func spread(ds []time.Duration, format func(time.Duration) string) string {
-	if len(ds) == 0 {
+func spread[T number](xs []T, format func(T) string) string {
+	if len(xs) == 0 {
 		return "–"
 	}
-	return fmt.Sprintf("%s / %s / %s", format(slices.Min(ds)), format(median(ds)), format(slices.Max(ds)))
+	return fmt.Sprintf("%s / %s / %s", format(slices.Min(xs)), format(median(xs)), format(slices.Max(xs)))
 }
 
 // medianMax renders round-trip times as median / max in milliseconds.

@@ -74,36 +74,56 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(ticks) / clockTicksPerSecond, nil
 }
 
-// parsePeakRSS returns VmHWM, the peak resident set size, in bytes from the
-// content of /proc/PID/status.
-func parsePeakRSS(status string) (uint64, error) {
-	for line := range strings.Lines(status) {
-		value, ok := strings.CutPrefix(line, "VmHWM:")
+// parseMemoryField returns a memory field, in bytes, of /proc/PID/status
+// (VmHWM, the peak resident set size, or VmRSS, the current one), of
+// /proc/PID/smaps_rollup (Pss) or of /proc/meminfo (MemAvailable): lines
+// such as "VmRSS:   12000 kB".
+func parseMemoryField(text, field string) (uint64, error) {
+	for line := range strings.Lines(text) {
+		value, ok := strings.CutPrefix(line, field+":")
 		if !ok {
 			continue
 		}
 		fields := strings.Fields(value)
 		if len(fields) != 2 || fields[1] != "kB" {
-			return 0, fmt.Errorf("unexpected VmHWM line %q", strings.TrimSpace(line))
+			return 0, fmt.Errorf("unexpected %s line %q", field, strings.TrimSpace(line))
 		}
 		kb, err := strconv.ParseUint(fields[0], 10, 64)
 		if err != nil {
-			return 0, fmt.Errorf("VmHWM: %w", err)
+			return 0, fmt.Errorf("%s: %w", field, err)
 		}
 		return kb * 1024, nil
 	}
-	return 0, fmt.Errorf("no VmHWM line in /proc status")
+	return 0, fmt.Errorf("no %s line", field)
 }
 
-// peakRSS returns the process's peak resident set size in bytes.
-func peakRSS(pid int) (uint64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+// memoryField reads a memory field of the process's /proc/PID/<file>.
+func memoryField(pid int, file, field string) (uint64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", pid, file))
 	if err != nil {
 		return 0, err
 	}
-	rss, err := parsePeakRSS(string(data))
+	bytes, err := parseMemoryField(string(data), field)
 	if err != nil {
 		return 0, fmt.Errorf("process %d: %w", pid, err)
 	}
-	return rss, nil
+	return bytes, nil
+}
+
+// peakRSS returns the process's peak resident set size in bytes.
+func peakRSS(pid int) (uint64, error) { return memoryField(pid, "status", "VmHWM") }
+
+// residentRSS returns the process's resident set size now, in bytes.
+func residentRSS(pid int) (uint64, error) { return memoryField(pid, "status", "VmRSS") }
+
+// proportionalRSS returns the process's proportional set size in bytes:
+// its resident memory with each page shared with other processes (the
+// binary's code, say) divided among them, so that the PSS of many
+// processes adds up to the memory they take together.
+func proportionalRSS(pid int) (uint64, error) { return memoryField(pid, "smaps_rollup", "Pss") }
+
+// openFiles counts the process's open file descriptors.
+func openFiles(pid int) (int, error) {
+	entries, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	return len(entries), err
 }

@@ -137,14 +137,22 @@ func (p *Process) Wait() error {
 	return p.err
 }
 
+// Exited says the program has ended.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stop sends the program SIGTERM, then SIGKILL if it is still running a few
 // seconds later, and waits for it to end. It returns nil once the program
 // is gone, however it ended; Wait tells how.
 func (p *Process) Stop() error {
-	select {
-	case <-p.done:
+	if p.Exited() {
 		return nil
-	default:
 	}
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("netlab: stop %d: %w", p.Pid(), err)

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -61,7 +62,7 @@ and appended to --out as a new section. Needs root.`,
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
-	cmd.AddCommand(benchPathsCommand())
+	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand())
 	rootCmd.AddCommand(cmd)
 }
 
@@ -106,6 +107,119 @@ and appended to --out as a new section. Needs root and iperf3.`,
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times each of a, c1 and d is restarted")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
+}
+
+func benchFailoverCommand() *cobra.Command {
+	var (
+		seconds, rounds       int
+		out, burrow, baseline string
+	)
+	cmd := &cobra.Command{
+		Use:   "failover",
+		Short: "Measure how flows across a ring survive the death and departure of the nodes they cross",
+		Long: `Build rings of burrow daemons on one bridge without NAT (overlay.successors 2, no
+long-distance or on-demand links, the default link timers), so that a flow
+between opposite nodes crosses the nodes in between, and measure:
+
+  - protection switching: on a ring of 8, a UDP stream of 10,000 datagrams
+    a second from the first node in ring order to the opposite one; the
+    node it crosses (found from the links' byte counters) is killed with
+    SIGKILL: datagrams lost, switching time (lost × 0.1 ms) and the longest
+    gap; then it is restarted, the ring left to settle, and again, --rounds
+    times; then the same --rounds times with SIGTERM, a graceful leave;
+  - TCP through churn: on a ring of 12, one iperf3 TCP stream between
+    opposite nodes for --seconds; every 15 s a node it crosses is killed
+    and restarted 5 s later: per-second rates, seconds at zero and below
+    10 Mbit/s, the time until the rate is back to 80 % of what it was
+    before the first kill after each kill and restart, retransmits, and
+    whether the connection broke.
+
+With --baseline, another burrow binary (an older build, say) is measured
+the same way in the same run, its rounds alternating with this one's, so
+that before and after meet the same machine. Both are checked against the
+failover targets in docs/benchmarks.md.
+
+The results, with date, command, kernel, CPU and burrow commit, are printed
+and appended to --out as a new section. Needs root and iperf3.`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-now ./cmd/burrow && /tmp/burrow-now bench failover --baseline /tmp/burrow-before --out docs/benchmarks.md
+  burrow bench failover --rounds 1 --seconds 30 --out ""`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				return bench.RunFailover(ctx, bench.FailoverOptions{
+					Rounds:   rounds,
+					Seconds:  seconds,
+					Burrow:   binary,
+					Baseline: baseline,
+					Progress: cmd.ErrOrStderr(),
+				})
+			})
+		},
+	}
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times the UDP stream's bridge is killed, and then stopped gracefully, per binary")
+	cmd.Flags().IntVar(&seconds, "seconds", 90, "length of the TCP churn scenario")
+	cmd.Flags().StringVar(&baseline, "baseline", "", "another burrow binary to measure side by side, its rounds alternating with this one's")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
+}
+
+func benchFormationCommand() *cobra.Command {
+	var (
+		opts        bench.FormationOptions
+		out, burrow string
+	)
+	cmd := &cobra.Command{
+		Use:   "formation",
+		Short: "Measure how fast a ring of many daemons started at once forms, and what it costs",
+		Long: `For each size of --nodes in turn, build a lab of that many hosts on one bridge
+(no NAT) and start one burrow daemon on each at once, every setting at its
+default and every node but the first given the first as its only bootstrap
+contact. While they form, every daemon's status is read twice a second and
+a line a second shows how many are joined and placed (first successor and
+predecessor both the true neighbours by node ID). Then:
+
+  - formation: when each node first said it was joined (min / median /
+    max), when all were, when the ring was first consistent (or that it
+    was not within --limit, naming the misplaced nodes and what their
+    status showed), and whether the count of joined nodes ever went down;
+  - at rest: each daemon's RSS and its CPU time over --quiet untouched,
+    and the memory the whole lab took;
+  - broadcast: one node sends 3 ARP requests for an address nobody has;
+    tcpdump on every other TAP (at most --sample of them, spread around
+    the ring) counts each request's copies: 0, 1 or more than once;
+  - --churn: a tenth of the daemons killed (SIGKILL) at once and started
+    again 5 s later; the time until the ring is consistent again;
+  - --soak D: for D, one of that tenth killed every --soak-every in turn
+    and restarted 5 s later; how often the ring was consistent, and every
+    other daemon's RSS and open files at the start and the end, growth
+    flagged.
+
+A size that does not fit in the machine's available memory is skipped and
+says so. The results, with date, command, kernel, CPU and burrow commit, are
+printed and appended to --out as a new section. Needs root, arping and
+tcpdump.`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-form ./cmd/burrow && /tmp/burrow-form bench formation --nodes 32,96 --out docs/benchmarks.md
+  burrow bench formation --nodes 256 --limit 10m --sample 64 --out ""
+  burrow bench formation --nodes 32 --churn --soak 10m --out ""`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				opts.Burrow, opts.Progress = binary, cmd.ErrOrStderr()
+				return bench.RunFormation(ctx, opts)
+			})
+		},
+	}
+	cmd.Flags().IntSliceVar(&opts.Sizes, "nodes", []int{32, 96, 256}, "how many daemons to start at once, each size in turn")
+	cmd.Flags().DurationVar(&opts.Limit, "limit", 240*time.Second, "how long a ring may take to become consistent, at the start and after churn")
+	cmd.Flags().IntVar(&opts.Sample, "sample", 128, "the most TAPs the broadcast check watches")
+	cmd.Flags().DurationVar(&opts.Quiet, "quiet", time.Minute, "how long the formed network idles while its CPU time is measured")
+	cmd.Flags().BoolVar(&opts.Churn, "churn", false, "once formed, kill and restart a tenth of the daemons and time the ring's return")
+	cmd.Flags().DurationVar(&opts.Soak, "soak", 0, "then keep killing and restarting them for this long, watching for growth")
+	cmd.Flags().DurationVar(&opts.SoakEvery, "soak-every", 10*time.Second, "time between two kills of the soak, at least 5s")
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	return cmd

@@ -171,13 +171,7 @@ func (node *Node) UpLinks() int {
 	if err != nil {
 		return -1
 	}
-	up := 0
-	for _, l := range st.Links {
-		if l.State == "up" {
-			up++
-		}
-	}
-	return up
+	return upLinks(st)
 }
 
 // WaitFor polls cond until it holds or ctx ends.
