@@ -14,6 +14,11 @@ type pending struct {
 	remoteIndex uint32
 	endpoints   []Endpoint
 	started     time.Time
+	// retryAt is when the dial or rekey stops waiting for this attempt
+	// and makes another; expires is when a late answer is no longer
+	// taken. A peer slowed down by its load answers late, and throwing its
+	// work away only to ask it again feeds the load.
+	retryAt     time.Time
 	expires     time.Time
 	initiator   *Initiator
 	responder   *Responder
@@ -34,7 +39,8 @@ func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time
 	if err != nil {
 		return nil, err
 	}
-	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, expires: now.Add(retry), initiator: ini}
+	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, retryAt: now.Add(retry),
+		expires: now.Add(max(retry, lateAnswers)), initiator: ini}
 	m.pending[p.localIndex] = p
 	m.stats.HandshakesStarted.Add(1)
 	for _, ep := range endpoints {
@@ -78,7 +84,7 @@ func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte,
 		return
 	}
 	p := &pending{localIndex: m.newIndex(), remoteIndex: h.Sender, endpoints: []Endpoint{from}, started: now,
-		expires: now.Add(responderTimeout), responder: r}
+		retryAt: now.Add(responderTimeout), expires: now.Add(responderTimeout), responder: r}
 	m.pending[p.localIndex] = p
 	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeReply, Sender: p.localIndex, Receiver: h.Sender}, reply)
 }

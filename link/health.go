@@ -24,7 +24,7 @@ const (
 	suspectAfterRTTs = 4
 	suspectFloor     = 25 * time.Millisecond
 	downAfterRTTs    = 16
-	downFloor        = 300 * time.Millisecond
+	downFloor        = 500 * time.Millisecond
 )
 
 // health is the liveness state of a link, shared by the data path (which
@@ -151,6 +151,7 @@ func (m *Manager) tickSuspect(l *Link, now time.Time) bool {
 	}
 	probeAfter, _, downAfter := h.thresholds()
 	if silent := now.Sub(time.Unix(0, since)); silent >= downAfter {
+		l.unanswered = true
 		m.Down(l, fmt.Sprintf("no answer to probes for %v", silent.Round(time.Millisecond)))
 		return true
 	}

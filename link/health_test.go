@@ -28,7 +28,7 @@ func TestSilentPeerUnderTrafficGoesDownInWellUnderASecond(t *testing.T) {
 		a.m.Tick(now)
 		w.run(now)
 	}
-	if len(a.downs) != 1 || !strings.HasPrefix(a.downs[0], "no answer to probes") {
+	if len(a.downs) != 1 || !strings.HasPrefix(a.downs[0], "no answer to probes") || !la.Unanswered() {
 		t.Fatalf("downs %q, want one for unanswered probes", a.downs)
 	}
 	if took := now.Sub(start); took > time.Second || took < downFloor {

@@ -57,6 +57,8 @@ type Link struct {
 	// suspect: the peer stopped answering probes; the data path sends
 	// around it until it answers or the link goes down.
 	suspect bool
+	// unanswered: the link went down because its probes were not answered.
+	unanswered bool
 }
 
 // Endpoint is where the peer's datagrams currently come from.
@@ -102,6 +104,11 @@ func (l *Link) Up() bool { return l.up }
 
 // Suspect reports whether the peer stopped answering the link's probes.
 func (l *Link) Suspect() bool { return l.suspect }
+
+// Unanswered reports whether the link went down because the peer stopped
+// answering its probes — within a second, so possibly a peer held up
+// rather than dead.
+func (l *Link) Unanswered() bool { return l.unanswered }
 
 // Current is the session used for sending, nil while the link is down.
 func (l *Link) Current() *Session { return l.current }

@@ -66,6 +66,9 @@ type Manager struct {
 
 const (
 	responderTimeout = 5 * time.Second
+	// lateAnswers is how long a handshake we started still takes its
+	// answer after we made another attempt.
+	lateAnswers = 10 * time.Second
 	maxPending       = 1024
 	// sessionGrace keeps a replaced session open for late packets.
 	sessionGrace = 10 * time.Second

@@ -92,10 +92,12 @@ func (m *Manager) expirePending(now time.Time) {
 	slices.Sort(indexes)
 	for _, idx := range indexes {
 		p := m.pending[idx]
-		if p == nil || now.Before(p.expires) {
+		if p == nil || now.Before(p.retryAt) {
 			continue
 		}
-		delete(m.pending, idx)
+		if !now.Before(p.expires) {
+			delete(m.pending, idx)
+		}
 		if d := p.dial; d != nil && d.attempt == p {
 			// The wait for an answer was the pause: try again at once, but
 			// wait longer for the next answer.
@@ -225,7 +227,11 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		}
 	}
 	for _, p := range m.pending {
-		earlier(p.expires)
+		if p.retryAt.After(now) {
+			earlier(p.retryAt)
+		} else {
+			earlier(p.expires)
+		}
 	}
 	for _, d := range m.dials {
 		if d.attempt == nil && !d.connected(m) {

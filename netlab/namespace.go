@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +20,11 @@ import (
 // with lo up and the lab's sysctls; the caller holds l.mu. Recording first
 // means a crash can never leave an unrecorded namespace.
 func (l *Lab) createNamespace(name string, forwarding bool) error {
+	if len(l.state.Namespaces)+1 == roomyLab {
+		if err := raiseNeighbourLimits(); err != nil {
+			return err
+		}
+	}
 	l.state.Namespaces = append(l.state.Namespaces, name)
 	if err := l.saveLocked(); err != nil {
 		return err
@@ -30,6 +36,34 @@ func (l *Lab) createNamespace(name string, forwarding bool) error {
 		return err
 	}
 	return setSysctls(name, forwarding)
+}
+
+// roomyLab is the number of namespaces from which a lab needs more room in
+// the kernel's neighbour (ARP) table than a machine has by default.
+const roomyLab = 32
+
+// raiseNeighbourLimits makes room in the kernel's IPv4 neighbour table
+// for a lab of many hosts talking to each other. The table is shared by
+// every namespace and holds 1,024 entries by default; a hundred hosts in a
+// mesh need thousands, and past the limit new neighbours are never
+// resolved, so packets to them vanish ("neighbor table overflow" in the
+// kernel log). The limits are only ever raised, and stay raised: another
+// lab may need them.
+func raiseNeighbourLimits() error {
+	for key, want := range map[string]int{"gc_thresh1": 8192, "gc_thresh2": 32768, "gc_thresh3": 65536} {
+		path := "/proc/sys/net/ipv4/neigh/default/" + key
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("netlab: neighbour table limit: %w", err)
+		}
+		if have, err := strconv.Atoi(strings.TrimSpace(string(raw))); err == nil && have >= want {
+			continue
+		}
+		if err := os.WriteFile(path, []byte(strconv.Itoa(want)), 0); err != nil {
+			return fmt.Errorf("netlab: raising the neighbour table limit %s: %w", key, err)
+		}
+	}
+	return nil
 }
 
 func deleteNamespace(name string) error {

@@ -80,6 +80,16 @@ func (id ID) Distance(other ID) ID {
 	return FromUint128(hi, lo)
 }
 
+// Gap is the distance between id and other the short way round the ring,
+// in either direction; zero when they are equal.
+func (id ID) Gap(other ID) ID {
+	cw, ccw := id.Distance(other), other.Distance(id)
+	if cw.Compare(ccw) <= 0 {
+		return cw
+	}
+	return ccw
+}
+
 // Add returns id + delta mod 2^128.
 func (id ID) Add(delta ID) ID {
 	ah, al := id.Uint128()

@@ -58,3 +58,20 @@ func TestFractionRoundTrip(t *testing.T) {
 		}
 	}
 }
+
+func TestGapIsTheShortWayRound(t *testing.T) {
+	a, b := FromUint128(0, 10), FromUint128(0, 3)
+	if got := a.Gap(b); got != FromUint128(0, 7) {
+		t.Fatalf("Gap counter-clockwise = %v, want 7", got)
+	}
+	if a.Gap(b) != b.Gap(a) {
+		t.Fatal("Gap is not symmetric")
+	}
+	far := FromUint128(1<<63, 0)
+	if got := FromUint128(0, 0).Gap(far.Add(FromUint128(0, 1))); got != FromUint128(1<<63-1, 1<<64-1) {
+		t.Fatalf("Gap past half the ring = %v, want the way back", got)
+	}
+	if a.Gap(a) != (ID{}) {
+		t.Fatal("Gap to itself is not zero")
+	}
+}

@@ -109,12 +109,12 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 	}
 	r.touch(now)
 	r.bytes.Add(uint64(len(frame)))
-	p, routed := d.nextHop(w, s, r, now)
-	if p == nil {
+	h := d.nextHop(w, s, r, now)
+	if h.port == nil {
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	d.sendFrame(w, s, p, hdr, frame, routed, r.root, now)
+	d.sendFrame(w, s, h, hdr, frame, r.root, now)
 }
 
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
@@ -138,28 +138,24 @@ func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
 
 // nextHop is where a flow's frames go now: its own port while that port's
 // peer answers, else the precomputed backup toward the destination's
-// bridge (or, when that stopped answering too, the best one left). routed
-// says the frame must carry its bridge's ID, because the next hop is not
-// that bridge and need not know the destination. A nil port sends the
-// frame to the core.
-func (d *Dataplane) nextHop(w *Worker, s *snapshot, r route, now int64) (next *port, routed bool) {
+// bridge (or, when that stopped answering too, the best one left), routed:
+// unless the next hop is that bridge, the frame must carry its ID, as the
+// next hop need not know the destination. A nil port sends the frame to
+// the core.
+func (d *Dataplane) nextHop(w *Worker, s *snapshot, r route, now int64) hop {
 	p := r.via
 	if p != nil && p.session != nil {
 		if !p.suspect(now) {
-			return p, false
+			return hop{port: p}
 		}
 		if p.link.Counters.ReportSuspect() {
 			w.Slow(Event{Kind: EventSuspect, Port: p.link.Port})
 		}
 	}
-	next = r.backup
-	if next == nil || next.session == nil || next.suspect(now) {
-		next = s.toward(r.root, p, now)
+	if h := r.backup; h.port != nil && h.port.session != nil && !h.port.suspect(now) {
+		return h
 	}
-	if next == nil {
-		return nil, false
-	}
-	return next, next.peer != r.root
+	return s.toward(r.root, p, now, false)
 }
 
 // slowFrame hands a TAP frame to the core, segmenting super-frames first
@@ -188,7 +184,7 @@ func offloadOf(hdr l2.VirtioNetHdr) l2.Offload {
 }
 
 // sendFrame segments (if needed), frames, seals and queues a TAP frame.
-func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetHdr, frame []byte, routed bool, root nid.ID, now int64) {
+func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr, frame []byte, root nid.ID, now int64) {
 	if hdr.GSOType == l2.VirtioNetHdrGSONone {
 		buf := w.Tx.next()
 		n := copy(buf[Headroom:], frame)
@@ -197,7 +193,7 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetH
 			return
 		}
 		wire.PutFrameHeader(buf[framePlain:], offloadOf(hdr))
-		d.sealFrame(w, s, p, buf, wire.FrameHeaderLen+n, routed, root, now)
+		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+n, root, now)
 		return
 	}
 	bufs, sizes := w.Tx.free()
@@ -209,20 +205,20 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, p *port, hdr l2.VirtioNetH
 	for i := range n {
 		buf := w.Tx.next()
 		wire.PutFrameHeader(buf[framePlain:], off)
-		d.sealFrame(w, s, p, buf, wire.FrameHeaderLen+sizes[i], routed, root, now)
+		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+sizes[i], root, now)
 	}
 }
 
 // sealFrame seals the frame plaintext of n bytes at buf[framePlain:] for
-// p, behind a routed header toward root when routed.
-func (d *Dataplane) sealFrame(w *Worker, s *snapshot, p *port, buf []byte, n int, routed bool, root nid.ID, now int64) {
+// the hop, behind a routed header toward root when the hop needs one.
+func (d *Dataplane) sealFrame(w *Worker, s *snapshot, h hop, buf []byte, n int, root nid.ID, now int64) {
 	start := framePlain
-	if routed {
+	if h.routed {
 		start -= wire.RoutedHeaderLen
-		wire.PutRoutedHeader(buf[start:], root)
+		wire.PutRoutedHeader(buf[start:], root, h.onward)
 		n += wire.RoutedHeaderLen
 	}
-	d.sealData(w, s, p, buf, start, n, now)
+	d.sealData(w, s, h.port, buf, start, n, now)
 }
 
 // sealData seals traffic the peer's answers are expected to follow, and
@@ -319,7 +315,7 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	switch wire.Inner(plain[0]) {
 	case wire.InnerFrame:
 		d.switchFrame(w, s, in, plain, now)
-	case wire.InnerRouted:
+	case wire.InnerRouted, wire.InnerRoutedOnward:
 		d.route(w, s, in, plain, now)
 	case wire.InnerFlood:
 		d.flood(w, s, in, plain, now)
@@ -380,8 +376,8 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, 
 		w.Frames.Frame(frame, f.Offload)
 		return
 	}
-	p, routed := d.nextHop(w, s, r, now)
-	if p == nil {
+	h := d.nextHop(w, s, r, now)
+	if h.port == nil {
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
 		return
 	}
@@ -391,7 +387,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, 
 		return
 	}
 	n := copy(buf[framePlain:], plain)
-	d.sealFrame(w, s, p, buf, n, routed, r.root, now)
+	d.sealFrame(w, s, h, buf, n, r.root, now)
 }
 
 // fits reports whether plain, copied to buf[start:], leaves room for the
@@ -404,7 +400,7 @@ func fits(buf []byte, start int, plain []byte) bool {
 // here when this is the bridge. Transit hops need no state of their own:
 // the frame names where it goes.
 func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
-	dest, inner, err := wire.ParseRouted(plain)
+	dest, onward, inner, err := wire.ParseRouted(plain)
 	if err != nil {
 		d.stats.drop(DropMalformed)
 		return
@@ -413,8 +409,8 @@ func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now in
 		d.switchFrame(w, s, in, inner, now)
 		return
 	}
-	next := s.toward(nid.ID(dest), nil, now)
-	if next == nil {
+	h := s.toward(nid.ID(dest), nil, now, onward)
+	if h.port == nil {
 		d.stats.drop(DropNoRoute)
 		return
 	}
@@ -425,7 +421,8 @@ func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now in
 		return
 	}
 	n := copy(buf[start:], plain)
-	d.sealData(w, s, next, buf, start, n, now)
+	wire.PutRoutedHeader(buf[start:], dest, h.onward)
+	d.sealData(w, s, h.port, buf, start, n, now)
 }
 
 // flood delivers a broadcast that arrived over link in and forwards it

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"time"
 
+	"burrow/link"
 	"burrow/nid"
 	"burrow/overlay"
 )
@@ -113,11 +114,18 @@ func (n *Node) stillJoined(succ []overlay.Info) bool {
 }
 
 // unsettled shortens the stabilization period: the neighbourhood changed,
-// so the next exchange with the successor is due now.
+// so the next exchange with the successor is due now — but never sooner
+// than half the short period after the last one, so that two nodes whose
+// views keep disagreeing exchange a few times a second, not in a loop.
 func (n *Node) unsettled(now time.Time) {
 	o := &n.ov
 	o.stabilizeGap = min(fastStabilize, o.cfg.StabilizeEvery)
-	o.stabilize = now
+	if due := o.stabilized.Add(o.stabilizeGap / 2); due.After(now) {
+		now = due
+	}
+	if now.Before(o.stabilize) {
+		o.stabilize = now
+	}
 }
 
 // quiet lengthens the stabilization period after an exchange with the
@@ -128,11 +136,9 @@ func (n *Node) quiet(now time.Time) {
 	o.stabilize = now.Add(o.stabilizeGap + o.jitter(o.stabilizeGap/2))
 }
 
-// tellPredecessors: when the node's predecessor changes, both ends of the
-// change hear of it at once instead of at their next stabilization. The
-// old predecessor has a new successor — until it links to it, broadcasts
-// in its share of the ring miss the newcomer; the new one, when it is not
-// linked to this node yet, learns that this node follows it.
+// tellPredecessors: when the node's predecessor changes, the old one hears
+// of it at once — it has a new successor, and until it links to it,
+// broadcasts in its share of the ring miss the newcomer.
 func (n *Node) tellPredecessors(now time.Time) {
 	o := &n.ov
 	pred, ok := o.ring.Predecessor()
@@ -142,17 +148,30 @@ func (n *Node) tellPredecessors(now time.Time) {
 	old := o.lastPredecessor
 	o.lastPredecessor = pred.ID
 	n.unsettled(now)
-	view := func(to nid.ID) *overlay.Message {
-		return &overlay.Message{Type: overlay.Successors, Dest: to, Origin: n.self, Exact: true, Own: true,
-			From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)}
-	}
 	if l := n.upLink(old); l != nil && nid.InOpen(pred.ID, old, n.self) {
 		n.count(&o.sent, overlay.Successors)
-		n.sendDirect(l, view(old))
+		n.sendDirect(l, n.ownView(old))
 	}
-	if n.upLink(pred.ID) == nil && o.joined {
-		n.originate(view(pred.ID), now)
+}
+
+// notifyPredecessor tells a predecessor that has no link to this node yet
+// that this node follows it, in this node's own words: news of a node
+// second hand is not taken while the node is believed dead, and a
+// restarted node must get its place back all the same.
+func (n *Node) notifyPredecessor(now time.Time) {
+	o := &n.ov
+	if pred, ok := o.ring.Predecessor(); ok && o.joined && n.upLink(pred.ID) == nil {
+		n.originate(n.ownView(pred.ID), now)
 	}
+}
+
+// ownView is this node's view of its neighbourhood, for to: itself, its
+// predecessor and its successors.
+func (n *Node) ownView(to nid.ID) *overlay.Message {
+	o := &n.ov
+	pred, _ := o.ring.Predecessor()
+	return &overlay.Message{Type: overlay.Successors, Dest: to, Origin: n.self, Exact: true, Own: true,
+		From: n.selfInfo(), Pred: pred, Successors: o.ring.Successors(overlay.MaxSuccessors)}
 }
 
 // asker is a node that asked this one for its place on the ring.
@@ -193,4 +212,37 @@ func (n *Node) introduce(newcomer overlay.Info, now time.Time) {
 	if len(o.askers) < maxAskers {
 		o.askers = append(o.askers, asker{info: newcomer, at: now})
 	}
+}
+
+// isolated reports whether the node has had no link up, and no contact in
+// progress, for isolatedEvery: its first links failed, or every neighbour
+// went. It then looks for its ring again at once.
+func (n *Node) isolated(now time.Time) bool {
+	o := &n.ov
+	if len(o.contacts) > 0 || len(n.adjacency) > 0 {
+		o.lonely = time.Time{}
+		return false
+	}
+	if o.lonely.IsZero() {
+		o.lonely = now
+	}
+	if now.Sub(o.lonely) < isolatedEvery {
+		return false
+	}
+	o.lonely = time.Time{}
+	return true
+}
+
+// lookAgain asks the ring for this node's place again, through from,
+// when its successor's answer shows the node is not where it thought: a
+// lookup goes straight to the true predecessor in O(log n) hops, where
+// following predecessor pointers one stabilization at a time walks the
+// whole stretch between. At most once per lookupEvery.
+func (n *Node) lookAgain(from *link.Link, now time.Time) {
+	o := &n.ov
+	if from == nil || now.Sub(o.lookedUp) < lookupEvery {
+		return
+	}
+	o.lookedUp = now
+	n.findSuccessor(from, now)
 }

@@ -56,6 +56,13 @@ const (
 	// newcomers next to it, and maxAskers bounds how many are.
 	askerMemory = 10 * time.Second
 	maxAskers   = 1024
+	// lookupEvery spaces the lookups a node makes for its own place when
+	// stabilization shows it misplaced.
+	lookupEvery = time.Second
+	// isolatedEvery is how often a node with no link and no contact in
+	// progress looks for its ring again, instead of waiting for the next
+	// heal.
+	isolatedEvery = 5 * time.Second
 	// reaimAfter is how long the size estimate must stay off by more than
 	// a factor two before long-distance links are aimed anew: a successor
 	// list shortened for a moment by a failure must not re-aim them all.
@@ -86,6 +93,7 @@ type peerState struct {
 	dial     *link.Dial
 	unwanted time.Time // when both sides stopped wanting the link
 	closing  bool      // closed on purpose, not a failure
+	spoke    time.Time // when the peer last spoke for itself (its From is its Origin)
 	retireAt time.Time // when a retiring link is torn down
 }
 
@@ -132,6 +140,8 @@ type overlayState struct {
 	rng       *rand.Rand
 	joined    bool
 	stabilize time.Time
+	// stabilized is when the node last asked its successor.
+	stabilized time.Time
 	// stabilizeGap is the current stabilization period: short while the
 	// neighbourhood changes, doubling up to StabilizeEvery while it does
 	// not, so a forming ring settles in round trips and a settled one costs
@@ -140,7 +150,12 @@ type overlayState struct {
 	lastSuccessor   nid.ID
 	lastPredecessor nid.ID
 	// askers are the nodes that recently asked this one for their place.
-	askers  []asker
+	askers []asker
+	// lookedUp is when the node last asked the ring for its place.
+	lookedUp time.Time
+	// lonely is since when the node has had no link up and no contact in
+	// progress; zero while it has one.
+	lonely  time.Time
 	heal    time.Time
 	scratch []nid.ID
 	od      onDemandState
@@ -239,7 +254,16 @@ func (n *Node) overlayLinkDown(l *link.Link, now time.Time) {
 		return
 	}
 	delete(o.peers, l.Peer.ID)
-	if !ps.closing {
+	// A peer that spoke for itself since the link last carried anything is
+	// alive — restarted, and talking to us by other ways — even if the
+	// link died. One that stopped answering probes within the second may
+	// just be held up: it leaves the view but is not buried, so the next
+	// word of it links to it again at once.
+	switch {
+	case ps.closing || ps.spoke.After(l.Counters.LastRx()):
+	case l.Unanswered():
+		o.ring.Forget(l.Peer.ID)
+	default:
 		n.buried(l.Peer.ID, now)
 	}
 	for _, s := range o.ld {
@@ -302,6 +326,8 @@ func (n *Node) overlayTick(now time.Time) {
 	}
 	if !now.Before(o.stabilize) {
 		o.stabilize = now.Add(o.stabilizeGap + o.jitter(o.stabilizeGap/2))
+		o.stabilized = now
+		n.notifyPredecessor(now)
 		if succ := o.ring.Successors(1); len(succ) > 0 {
 			if l := n.upLink(succ[0].ID); l != nil {
 				n.count(&o.sent, overlay.Stabilize)
@@ -309,7 +335,7 @@ func (n *Node) overlayTick(now time.Time) {
 			}
 		}
 	}
-	if !now.Before(o.heal) {
+	if !now.Before(o.heal) || n.isolated(now) {
 		o.heal = now.Add(o.cfg.HealEvery + o.jitter(o.cfg.HealEvery))
 		n.heal(now)
 	}

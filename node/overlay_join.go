@@ -62,19 +62,21 @@ func (n *Node) findSuccessor(l *link.Link, now time.Time) {
 	n.sendDirect(l, m)
 }
 
-// doneWithContact drops the bootstrap reason from a contact that answered.
-func (n *Node) doneWithContact(id nid.ID) {
+// doneWithContacts lets go of the contacts that answered: the node has a
+// link to its first successor, a place of its own on the ring. Until then
+// it keeps them, or a node whose first links fail would be left with none.
+func (n *Node) doneWithContacts() {
 	o := &n.ov
-	for i, c := range o.contacts {
-		if c.asked && (c.dial.Peer == id || len(o.contacts) > 0 && o.joined) {
-			if ps := o.peers[c.dial.Peer]; ps != nil {
-				ps.local &^= overlay.ReasonBootstrap
-			}
-			n.links.RemoveDial(c.dial)
-			o.contacts = slices.Delete(o.contacts, i, i+1)
-			return
+	o.contacts = slices.DeleteFunc(o.contacts, func(c *contact) bool {
+		if !c.asked {
+			return false
 		}
-	}
+		if ps := o.peers[c.dial.Peer]; ps != nil {
+			ps.local &^= overlay.ReasonBootstrap
+		}
+		n.links.RemoveDial(c.dial)
+		return true
+	})
 }
 
 // heal contacts a remembered node we have no link to, to find out whether

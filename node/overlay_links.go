@@ -1,7 +1,6 @@
 package node
 
 import (
-	"slices"
 	"time"
 
 	"burrow/link"
@@ -45,6 +44,7 @@ func (n *Node) reconcile(now time.Time) {
 	for id := range o.od.active {
 		want[id] |= overlay.ReasonOnDemand
 	}
+	placed := len(succ) > 0 && n.upLink(succ[0].ID) != nil
 	joined := n.stillJoined(succ)
 	joinedChanged := joined != o.joined
 	o.joined = joined
@@ -68,7 +68,7 @@ func (n *Node) reconcile(now time.Time) {
 	for _, id := range nid.SortedKeys(o.peers) {
 		ps := o.peers[id]
 		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic | overlay.ReasonBeacon)
-		if joined && ps.local&overlay.ReasonBootstrap != 0 {
+		if placed {
 			sticky &^= overlay.ReasonBootstrap
 		}
 		ps.local = want[id] | sticky
@@ -118,12 +118,8 @@ func (n *Node) reconcile(now time.Time) {
 			}
 		}
 	}
-	if joined {
-		for _, c := range slices.Clone(o.contacts) {
-			if c.bootstrap && c.asked {
-				n.doneWithContact(c.dial.Peer)
-			}
-		}
+	if placed {
+		n.doneWithContacts()
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 )
 
 // sendDirect sends a control message over one link.
+// It counts as traffic the peer's answers should follow: a link whose peer
+// restarted, and so cannot open it any more, is found out in round trips.
 func (n *Node) sendDirect(l *link.Link, m *overlay.Message) {
 	n.buf = append(n.buf[:0], byte(wire.InnerControl))
 	n.buf = m.Append(n.buf)
-	n.links.Send(l, n.buf, time.Time{})
+	n.sendData(l, n.buf, n.now)
 }
 
 func (n *Node) count(c *[16]uint64, t overlay.Type) {
@@ -133,6 +135,9 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 	if m.From.ID != (nid.ID{}) && m.From.ID != n.self {
 		if m.From.ID == m.Origin {
 			delete(o.dead, m.Origin) // it speaks for itself: alive
+			if ps := o.peers[m.Origin]; ps != nil {
+				ps.spoke = now
+			}
 		}
 		n.consider(m.From, now)
 		n.remember(m.From)
@@ -150,6 +155,8 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 				n.retire(from, n.peer(from.Peer.ID), now)
 			}
 		}
+		succ := o.ring.Successors(1)
+		fromSuccessor := m.Type == overlay.Successors && m.Own && len(succ) > 0 && succ[0].ID == m.Origin
 		news := false
 		for _, in := range append([]overlay.Info{m.Pred}, m.Successors...) {
 			if in.ID != (nid.ID{}) && in.ID != m.Origin || m.Type == overlay.Successors {
@@ -164,15 +171,15 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			if m.Pred.ID == n.self {
 				o.formation.confirmedBy = m.Origin
 			}
-			if succ := o.ring.Successors(1); m.Own && len(succ) > 0 && succ[0].ID == m.Origin {
-				if news || m.Pred.ID != n.self {
-					n.unsettled(now)
-				} else {
-					n.quiet(now)
-				}
+			switch {
+			case !fromSuccessor:
+			case news || m.Pred.ID != n.self:
+				n.unsettled(now)
+				n.lookAgain(from, now)
+			default:
+				n.quiet(now)
 			}
 		}
-		n.doneWithContact(m.Origin)
 	case overlay.Data:
 		n.svc.kv.HandleMessage(m.Origin, m.Payload, now)
 	case overlay.Topology:

@@ -71,7 +71,16 @@ const routedPort = uint32(flood.RoutedPort)
 type route struct {
 	*flow
 	via    *port // the port of out; nil for the local TAP and for routed flows
-	backup *port
+	backup hop
+}
+
+// hop is where a frame goes next: the port, whether it must carry its
+// bridge's ID (routed: the port's peer is not that bridge and need not
+// know the destination), and whether it may only go on clockwise
+// (wire.InnerRoutedOnward).
+type hop struct {
+	port           *port
+	routed, onward bool
 }
 
 // macView is one learning-table entry as the data path sees it.
@@ -93,18 +102,34 @@ func (f *flow) touch(now int64) {
 }
 
 // toward is the greedy next hop from self toward the bridge dest: the
-// usable neighbour strictly closer to it (clockwise) than self, closest
-// first. Every hop choosing so brings a frame strictly closer, which is
-// why routed frames cannot loop. avoid, and neighbours that stopped
-// answering, are skipped; nil means no neighbour gets closer.
-func (s *snapshot) toward(dest nid.ID, avoid *port, now int64) *port {
+// usable neighbour strictly closer to it than self the short way round
+// the ring, in either direction — or, when none is or the frame already
+// goes onward, the neighbour strictly closer clockwise. A frame thus gets
+// strictly closer by one measure at every hop, switching at most once to
+// the second, so it cannot loop; and clockwise, a ring of successor links
+// always has a way on. avoid, and neighbours that stopped answering, are
+// skipped; a nil port means no neighbour gets closer.
+func (s *snapshot) toward(dest nid.ID, avoid *port, now int64, onward bool) hop {
+	h := hop{onward: onward}
+	if !onward {
+		h.port = s.closest(dest, avoid, now, nid.ID.Gap)
+	}
+	if h.port == nil {
+		h.port, h.onward = s.closest(dest, avoid, now, nid.ID.Distance), true
+	}
+	h.routed = h.port != nil && h.port.peer != dest
+	return h
+}
+
+// closest is the usable neighbour closer to dest than self by distance.
+func (s *snapshot) closest(dest nid.ID, avoid *port, now int64, distance func(from, to nid.ID) nid.ID) *port {
 	var best *port
-	bestDist := s.self.Distance(dest)
+	bestDist := distance(s.self, dest)
 	for _, p := range s.adjacency {
 		if p == avoid || (now != 0 && p.suspect(now)) {
 			continue
 		}
-		if d := p.peer.Distance(dest); d.Compare(bestDist) < 0 {
+		if d := distance(p.peer, dest); d.Compare(bestDist) < 0 {
 			best, bestDist = p, d
 		}
 	}
@@ -178,20 +203,20 @@ func (n *Node) publishLinks(s *snapshot) {
 // computed once per bridge.
 func (n *Node) publishFlows(s *snapshot) {
 	s.flows = make(map[flowKey]route, len(n.flows))
-	type choice struct{ best, second *port }
+	type choice struct{ best, second hop }
 	byRoot := make(map[nid.ID]choice)
 	for k, f := range n.flows {
 		r := route{flow: f, via: s.ports[f.out]}
 		if f.out != localPort && f.root != (nid.ID{}) {
 			c, ok := byRoot[f.root]
 			if !ok {
-				if c.best = s.toward(f.root, nil, 0); c.best != nil {
-					c.second = s.toward(f.root, c.best, 0)
+				if c.best = s.toward(f.root, nil, 0, false); c.best.port != nil {
+					c.second = s.toward(f.root, c.best.port, 0, false)
 				}
 				byRoot[f.root] = c
 			}
 			r.backup = c.best
-			if r.backup == r.via {
+			if r.backup.port == r.via {
 				r.backup = c.second
 			}
 		}

@@ -7,7 +7,6 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
-	"burrow/overlay"
 	"burrow/wire"
 )
 
@@ -108,20 +107,20 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	n.sendData(l, n.buf, now)
 }
 
-// sendRouted sends a frame toward the bridge root, greedily over the ring,
-// for a destination whose learned port is gone.
+// sendRouted sends a frame toward the bridge root, greedily over the ring
+// as the data path does, for a destination whose learned port is gone.
 func (n *Node) sendRouted(root nid.ID, frame []byte, off l2.Offload, now time.Time) {
-	next := overlay.NextHop(n.self, n.adjacency, root)
-	l := n.upLink(next)
-	if next == n.self || l == nil {
+	h := n.snap.Load().toward(root, nil, now.UnixNano(), false)
+	if h.port == nil || n.upLink(h.port.peer) == nil {
 		n.stats.drop(DropNoRoute)
 		return
 	}
-	if next == root {
+	l := h.port.link
+	if !h.routed {
 		n.buf = n.buf[:wire.FrameHeaderLen]
 	} else {
 		n.buf = n.buf[:wire.RoutedHeaderLen+wire.FrameHeaderLen]
-		wire.PutRoutedHeader(n.buf, root)
+		wire.PutRoutedHeader(n.buf, root, h.onward)
 	}
 	wire.PutFrameHeader(n.buf[len(n.buf)-wire.FrameHeaderLen:], off)
 	n.buf = append(n.buf, frame...)

@@ -28,9 +28,13 @@ const (
 	InnerProbeReply Inner = 7
 	// InnerRouted carries a unicast frame toward the bridge whose node ID
 	// follows, greedily over the ring: every hop forwards it to a neighbour
-	// strictly closer to that bridge, so it cannot loop. It is how a frame
-	// keeps moving when the link its learned path used has failed.
-	InnerRouted Inner = 8
+	// strictly closer to that bridge the short way round, so it cannot loop.
+	// It is how a frame keeps moving when the link its learned path used
+	// has failed. A hop that finds no neighbour closer the short way sends
+	// it on as InnerRoutedOnward: from there every hop gets strictly closer
+	// clockwise, which a ring of successor links always allows.
+	InnerRouted       Inner = 8
+	InnerRoutedOnward Inner = 9
 )
 
 // ProbeLen is the size of a probe or probe reply plaintext: the kind and
@@ -63,24 +67,29 @@ func ParseProbe(b []byte) (int64, error) {
 const RoutedHeaderLen = 1 + 16
 
 // PutRoutedHeader writes a routed-frame header toward dest into
-// b[:RoutedHeaderLen].
-func PutRoutedHeader(b []byte, dest [16]byte) {
+// b[:RoutedHeaderLen], clockwise only when onward.
+func PutRoutedHeader(b []byte, dest [16]byte, onward bool) {
 	_ = b[RoutedHeaderLen-1]
 	b[0] = byte(InnerRouted)
+	if onward {
+		b[0] = byte(InnerRoutedOnward)
+	}
 	copy(b[1:RoutedHeaderLen], dest[:])
 }
 
-// ParseRouted splits a routed frame into its destination bridge and the
-// frame plaintext inside, which ParseFrame reads.
-func ParseRouted(b []byte) (dest [16]byte, frame []byte, err error) {
+// ParseRouted splits a routed frame into its destination bridge, whether
+// it goes clockwise only, and the frame plaintext inside, which ParseFrame
+// reads.
+func ParseRouted(b []byte) (dest [16]byte, onward bool, frame []byte, err error) {
 	if len(b) < RoutedHeaderLen+FrameHeaderLen+14 {
-		return dest, nil, ErrShort
+		return dest, false, nil, ErrShort
 	}
-	if Inner(b[0]) != InnerRouted || Inner(b[RoutedHeaderLen]) != InnerFrame {
-		return dest, nil, ErrType
+	kind := Inner(b[0])
+	if kind != InnerRouted && kind != InnerRoutedOnward || Inner(b[RoutedHeaderLen]) != InnerFrame {
+		return dest, false, nil, ErrType
 	}
 	copy(dest[:], b[1:RoutedHeaderLen])
-	return dest, b[RoutedHeaderLen:], nil
+	return dest, kind == InnerRoutedOnward, b[RoutedHeaderLen:], nil
 }
 
 // RelayHeaderLen is the kind byte and node ID in front of a relayed

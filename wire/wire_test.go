@@ -131,20 +131,23 @@ func TestProbeRoundTrip(t *testing.T) {
 func TestRoutedRoundTrip(t *testing.T) {
 	dest := [16]byte{1, 2, 3, 15: 9}
 	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
-	PutRoutedHeader(b, dest)
-	PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
-	got, inner, err := ParseRouted(b)
-	if err != nil || got != dest || len(inner) != FrameHeaderLen+60 {
-		t.Fatalf("ParseRouted = %x, %d bytes, %v", got, len(inner), err)
+	for _, onward := range []bool{false, true} {
+		PutRoutedHeader(b, dest, onward)
+		PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
+		got, gotOnward, inner, err := ParseRouted(b)
+		if err != nil || got != dest || gotOnward != onward || len(inner) != FrameHeaderLen+60 {
+			t.Fatalf("ParseRouted = %x, %v, %d bytes, %v", got, gotOnward, len(inner), err)
+		}
 	}
+	_, _, inner, _ := ParseRouted(b)
 	if f, err := ParseFrame(inner); err != nil || len(f.Ethernet) != 60 {
 		t.Fatalf("the routed frame inside does not parse: %v", err)
 	}
-	if _, _, err := ParseRouted(b[:RoutedHeaderLen+FrameHeaderLen+13]); err == nil {
+	if _, _, _, err := ParseRouted(b[:RoutedHeaderLen+FrameHeaderLen+13]); err == nil {
 		t.Fatal("a routed frame too short for an Ethernet header was accepted")
 	}
 	b[RoutedHeaderLen] = byte(InnerFlood)
-	if _, _, err := ParseRouted(b); err == nil {
+	if _, _, _, err := ParseRouted(b); err == nil {
 		t.Fatal("a routed header around something other than a frame was accepted")
 	}
 }
@@ -165,16 +168,16 @@ func FuzzParseProbe(f *testing.F) {
 
 func FuzzParseRouted(f *testing.F) {
 	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
-	PutRoutedHeader(b, [16]byte{7})
+	PutRoutedHeader(b, [16]byte{7}, false)
 	PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		dest, inner, err := ParseRouted(b)
+		dest, onward, inner, err := ParseRouted(b)
 		if err != nil {
 			return
 		}
 		again := bytes.Clone(b)
-		PutRoutedHeader(again, dest)
+		PutRoutedHeader(again, dest, onward)
 		if !bytes.Equal(again, b) || &inner[0] != &b[RoutedHeaderLen] {
 			t.Fatal("routed header does not re-encode to itself")
 		}
