@@ -114,7 +114,7 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	d.sendFrame(w, s, h, hdr, frame, r.root, now)
+	d.sendFrame(w, s, h, hdr, frame, wire.Routed{Dest: r.root, Source: s.self}, now)
 }
 
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
@@ -144,18 +144,26 @@ func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
 // the core.
 func (d *Dataplane) nextHop(w *Worker, s *snapshot, r route, now int64) hop {
 	p := r.via
-	if p != nil && p.session != nil {
-		if !p.suspect(now) {
-			return hop{port: p}
-		}
-		if p.link.Counters.ReportSuspect() {
-			w.Slow(Event{Kind: EventSuspect, Port: p.link.Port})
-		}
+	if p != nil && p.session != nil && !d.suspect(w, p, now) {
+		return hop{port: p}
 	}
 	if h := r.backup; h.port != nil && h.port.session != nil && !h.port.suspect(now) {
 		return h
 	}
 	return s.toward(r.root, p, now, false)
+}
+
+// suspect reports whether p's peer stopped answering its probes, and tells
+// the core the first time, whichever traffic — unicast, flood, routed —
+// finds out.
+func (d *Dataplane) suspect(w *Worker, p *port, now int64) bool {
+	if !p.suspect(now) {
+		return false
+	}
+	if p.link.Counters.ReportSuspect() {
+		w.Slow(Event{Kind: EventSuspect, Port: p.link.Port})
+	}
+	return true
 }
 
 // slowFrame hands a TAP frame to the core, segmenting super-frames first
@@ -184,7 +192,7 @@ func offloadOf(hdr l2.VirtioNetHdr) l2.Offload {
 }
 
 // sendFrame segments (if needed), frames, seals and queues a TAP frame.
-func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr, frame []byte, root nid.ID, now int64) {
+func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr, frame []byte, to wire.Routed, now int64) {
 	if hdr.GSOType == l2.VirtioNetHdrGSONone {
 		buf := w.Tx.next()
 		n := copy(buf[Headroom:], frame)
@@ -193,7 +201,7 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr
 			return
 		}
 		wire.PutFrameHeader(buf[framePlain:], offloadOf(hdr))
-		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+n, root, now)
+		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+n, to, now)
 		return
 	}
 	bufs, sizes := w.Tx.free()
@@ -205,17 +213,18 @@ func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr
 	for i := range n {
 		buf := w.Tx.next()
 		wire.PutFrameHeader(buf[framePlain:], off)
-		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+sizes[i], root, now)
+		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+sizes[i], to, now)
 	}
 }
 
 // sealFrame seals the frame plaintext of n bytes at buf[framePlain:] for
-// the hop, behind a routed header toward root when the hop needs one.
-func (d *Dataplane) sealFrame(w *Worker, s *snapshot, h hop, buf []byte, n int, root nid.ID, now int64) {
+// the hop, behind the routed header to when the hop needs one.
+func (d *Dataplane) sealFrame(w *Worker, s *snapshot, h hop, buf []byte, n int, to wire.Routed, now int64) {
 	start := framePlain
 	if h.routed {
 		start -= wire.RoutedHeaderLen
-		wire.PutRoutedHeader(buf[start:], root, h.onward)
+		to.Onward = h.onward
+		wire.PutRoutedHeader(buf[start:], to)
 		n += wire.RoutedHeaderLen
 	}
 	d.sealData(w, s, h.port, buf, start, n, now)
@@ -228,6 +237,7 @@ func (d *Dataplane) sealData(w *Worker, s *snapshot, p *port, buf []byte, start,
 	if p.link.Counters.SentData(now) {
 		d.sendProbe(w, s, p, false, now, now)
 	}
+	d.suspect(w, p, now)
 }
 
 // sendProbe sends a probe (or the answer to one, echoing stamp).
@@ -314,7 +324,7 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	}
 	switch wire.Inner(plain[0]) {
 	case wire.InnerFrame:
-		d.switchFrame(w, s, in, plain, now)
+		d.switchFrame(w, s, in, plain, plain, now)
 	case wire.InnerRouted, wire.InnerRoutedOnward:
 		d.route(w, s, in, plain, now)
 	case wire.InnerFlood:
@@ -349,8 +359,10 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	}
 }
 
-// switchFrame forwards a unicast frame plaintext that arrived over link in.
-func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
+// switchFrame forwards a unicast frame plaintext that arrived over link in,
+// inside received (the routed frame around it, or itself), which goes to
+// the core when the data path cannot finish the frame.
+func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, received []byte, now int64) {
 	f, err := wire.ParseFrame(plain)
 	if err != nil {
 		d.stats.drop(DropMalformed)
@@ -366,7 +378,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, 
 		// A miss, or a flow's first frame, which names its source's
 		// bridge: every core on the path learns from it where the source
 		// lives now, even if it moved.
-		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
+		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
 	r.touch(now)
@@ -378,7 +390,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, 
 	}
 	h := d.nextHop(w, s, r, now)
 	if h.port == nil {
-		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(plain)})
+		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
 	buf := w.Tx.next()
@@ -387,7 +399,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain []byte, 
 		return
 	}
 	n := copy(buf[framePlain:], plain)
-	d.sealFrame(w, s, h, buf, n, r.root, now)
+	d.sealFrame(w, s, h, buf, n, wire.Routed{Dest: r.root, Source: s.macs[key.src].root}, now)
 }
 
 // fits reports whether plain, copied to buf[start:], leaves room for the
@@ -400,16 +412,16 @@ func fits(buf []byte, start int, plain []byte) bool {
 // here when this is the bridge. Transit hops need no state of their own:
 // the frame names where it goes.
 func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now int64) {
-	dest, onward, inner, err := wire.ParseRouted(plain)
+	r, inner, err := wire.ParseRouted(plain)
 	if err != nil {
 		d.stats.drop(DropMalformed)
 		return
 	}
-	if nid.ID(dest) == s.self {
-		d.switchFrame(w, s, in, inner, now)
+	if nid.ID(r.Dest) == s.self {
+		d.switchFrame(w, s, in, inner, plain, now)
 		return
 	}
-	h := s.toward(nid.ID(dest), nil, now, onward)
+	h := s.toward(nid.ID(r.Dest), nil, now, r.Onward)
 	if h.port == nil {
 		d.stats.drop(DropNoRoute)
 		return
@@ -421,7 +433,8 @@ func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now in
 		return
 	}
 	n := copy(buf[start:], plain)
-	wire.PutRoutedHeader(buf[start:], dest, h.onward)
+	r.Onward = h.onward
+	wire.PutRoutedHeader(buf[start:], r)
 	d.sealData(w, s, h.port, buf, start, n, now)
 }
 

@@ -36,14 +36,36 @@ func ringOfSuccessors(t *testing.T, n, s int) (*testNet, []*testNode) {
 // stream sends a frame from a to b every 5 ms for d, ticking every node
 // as it goes, and returns which frames b got.
 func stream(w *testNet, a, b *testNode, d time.Duration, tag string) []bool {
-	var got []bool
+	got, _ := conversation(w, a, b, d, tag, false)
+	return got
+}
+
+// conversation is stream with, when answered, an answer from b to a after
+// each frame, as a TCP flow has its acknowledgements; it returns which
+// frames and which answers arrived.
+func conversation(w *testNet, a, b *testNode, d time.Duration, tag string, answered bool) (got, answers []bool) {
 	for i := 0; time.Duration(i)*5*time.Millisecond < d; i++ {
 		payload := fmt.Sprintf("%s-%d", tag, i)
 		a.node.Dataplane().FromTAP(a.worker, l2.VirtioNetHdr{}, ethFrame(b.mac, a.mac, payload), w.now.UnixNano())
+		if answered {
+			b.node.Dataplane().FromTAP(b.worker, l2.VirtioNetHdr{}, ethFrame(a.mac, b.mac, "ack-"+payload), w.now.UnixNano())
+		}
 		w.advance(5*time.Millisecond, 5*time.Millisecond)
 		got = append(got, b.countTAP(payload) == 1)
+		if answered {
+			answers = append(answers, a.countTAP("ack-"+payload) == 1)
+		}
 	}
-	return got
+	return got, answers
+}
+
+// floods sums the floods every node started.
+func floods(w *testNet) uint64 {
+	var sum uint64
+	for _, n := range w.nodes {
+		sum += n.node.Stats().FloodsStarted.Load()
+	}
+	return sum
 }
 
 func lost(got []bool) int {
@@ -92,14 +114,55 @@ func TestUnicastSwitchesToItsBackupWhenABridgeDies(t *testing.T) {
 	}
 }
 
+// Both directions of a flow keep going over the backup, and the answers
+// go routed back to the sender's bridge: no hop floods them for want of
+// state, now or later.
+func TestBothDirectionsSwitchToTheBackupWithoutFlooding(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	if got, answers := conversation(w, a, b, 100*time.Millisecond, "before", true); lost(got)+lost(answers) != 0 {
+		t.Fatalf("lost %d frames and %d answers before any failure", lost(got), lost(answers))
+	}
+	before := floods(w)
+	w.down[m] = true
+	got, answers := conversation(w, a, b, 2*time.Second, "after", true)
+	if lost(got[20:])+lost(answers[20:]) != 0 {
+		t.Errorf("after 100 ms still lost %d frames and %d answers", lost(got[20:]), lost(answers[20:]))
+	}
+	if f := floods(w) - before; f != 0 {
+		t.Errorf("%d floods started after %s died; frames and answers should go over the backup", f, m.name)
+	}
+}
+
+// A neighbour that stops answering is found out by broadcasts alone, and
+// leaves the flood adjacency: the broadcasts reach every other node.
+func TestBroadcastsFindASilentNeighbour(t *testing.T) {
+	w, ring := ringOfSuccessors(t, 8, 2)
+	src, dead := ring[0], ring[1]
+	w.down[dead] = true
+	for i := range 40 { // 200 ms of a broadcast every 5 ms
+		src.node.Dataplane().FromTAP(src.worker, l2.VirtioNetHdr{}, ethFrame(l2.Broadcast, src.mac, fmt.Sprint("b-", i)), w.now.UnixNano())
+		w.advance(5*time.Millisecond, 5*time.Millisecond)
+	}
+	if slices.Contains(src.node.Adjacency(), dead.node.Self()) {
+		t.Fatalf("%s still floods to %s after 200 ms of broadcasts it never answered", src.name, dead.name)
+	}
+	src.fromTAP(ethFrame(l2.Broadcast, src.mac, "late"))
+	for _, n := range ring[2:] {
+		if got := n.countTAP("late"); got != 1 {
+			t.Errorf("%s got the broadcast %d times, want once", n.name, got)
+		}
+	}
+}
+
 func TestGracefulLeaveLosesNothing(t *testing.T) {
 	w, a, b, m := acrossABridge(t)
 	m.node.Leave(w.now)
-	got := stream(w, a, b, LeaveDrain, "draining")
+	got, answers := conversation(w, a, b, LeaveDrain, "draining", true)
 	w.down[m] = true
-	got = append(got, stream(w, a, b, time.Second, "left")...)
-	if lost(got) != 0 {
-		t.Fatalf("%d frames lost when %s left gracefully: %v", lost(got), m.name, got)
+	more, moreAnswers := conversation(w, a, b, time.Second, "left", true)
+	got, answers = append(got, more...), append(answers, moreAnswers...)
+	if lost(got)+lost(answers) != 0 {
+		t.Fatalf("%d frames and %d answers lost when %s left gracefully: %v %v", lost(got), lost(answers), m.name, got, answers)
 	}
 	if n := w.nextHop(a, b.mac); n == m {
 		t.Fatalf("a still sends to b through %s, which left", m.name)

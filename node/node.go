@@ -197,7 +197,7 @@ func (n *Node) Handle(ev Event, now time.Time) {
 	case EventFromLink:
 		n.handleFromLink(ev.Port, ev.Data, now)
 	case EventFromTAP:
-		n.switchFrame(localPort, ev.Data, ev.Offload, n.self, now)
+		n.switchFrame(localPort, ev.Data, ev.Offload, n.self, false, now)
 	case EventFloodSeen:
 		n.learnFromFlood(ev.Port, ev.Data, now)
 	case EventSuspect:

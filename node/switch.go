@@ -23,7 +23,19 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 			n.stats.drop(DropMalformed)
 			return
 		}
-		n.switchFrame(port, f.Ethernet, f.Offload, f.Source, now)
+		n.switchFrame(port, f.Ethernet, f.Offload, f.Source, false, now)
+	case wire.InnerRouted, wire.InnerRoutedOnward:
+		r, inner, err := wire.ParseRouted(plain)
+		if err != nil || nid.ID(r.Dest) != n.self {
+			n.stats.drop(DropMalformed)
+			return
+		}
+		f, err := wire.ParseFrame(inner)
+		if err != nil {
+			n.stats.drop(DropMalformed)
+			return
+		}
+		n.switchFrame(port, f.Ethernet, f.Offload, r.Source, true, now)
 	case wire.InnerFlood:
 		n.handleFlood(l, plain[1:], now)
 	case wire.InnerControl:
@@ -36,8 +48,10 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 // switchFrame is the slow path of the switch: learn the source, then
 // forward along a learned path (installing a flow for the data path), or
 // flood when the destination is a group or unknown. source is the bridge
-// the frame says its source sits behind, zero when it does not say.
-func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.ID, now time.Time) {
+// the frame says its source sits behind, zero when it does not say;
+// routed says the frame came routed toward this bridge, so the hops it
+// crossed keep no way back: answers go routed too.
+func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.ID, routed bool, now time.Time) {
 	if len(frame) < 14 {
 		n.stats.drop(DropMalformed)
 		return
@@ -56,7 +70,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		if source == (nid.ID{}) {
 			source, _ = n.learn.RootOf(src)
 		}
-		n.learnMAC(src, flood.Port(in), source, now)
+		n.learnSource(src, in, source, routed, now)
 	}
 	if dst.IsMulticast() {
 		if in != localPort {
@@ -100,17 +114,17 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	}
 	l := n.links.LinkByPort(out)
 	if l == nil || !l.Up() {
-		n.sendRouted(e.Root, frame, off, now)
+		n.sendRouted(wire.Routed{Dest: e.Root, Source: source}, frame, off, now)
 		return
 	}
 	n.buf = wire.AppendFrame(n.buf[:0], off, source, frame)
 	n.sendData(l, n.buf, now)
 }
 
-// sendRouted sends a frame toward the bridge root, greedily over the ring
-// as the data path does, for a destination whose learned port is gone.
-func (n *Node) sendRouted(root nid.ID, frame []byte, off l2.Offload, now time.Time) {
-	h := n.snap.Load().toward(root, nil, now.UnixNano(), false)
+// sendRouted sends a frame toward the bridge to.Dest, greedily over the
+// ring as the data path does, for a destination whose learned port is gone.
+func (n *Node) sendRouted(to wire.Routed, frame []byte, off l2.Offload, now time.Time) {
+	h := n.snap.Load().toward(to.Dest, nil, now.UnixNano(), false)
 	if h.port == nil || n.upLink(h.port.peer) == nil {
 		n.stats.drop(DropNoRoute)
 		return
@@ -120,7 +134,8 @@ func (n *Node) sendRouted(root nid.ID, frame []byte, off l2.Offload, now time.Ti
 		n.buf = n.buf[:wire.FrameHeaderLen]
 	} else {
 		n.buf = n.buf[:wire.RoutedHeaderLen+wire.FrameHeaderLen]
-		wire.PutRoutedHeader(n.buf, root, h.onward)
+		to.Onward = h.onward
+		wire.PutRoutedHeader(n.buf, to)
 	}
 	wire.PutFrameHeader(n.buf[len(n.buf)-wire.FrameHeaderLen:], off)
 	n.buf = append(n.buf, frame...)
@@ -128,10 +143,17 @@ func (n *Node) sendRouted(root nid.ID, frame []byte, off l2.Offload, now time.Ti
 }
 
 // sendData sends traffic the peer's answers are expected to follow, and
-// probes the link when they stopped following.
+// probes the link when they stopped following — as the data path does, and
+// with the same suspicion when the probes go unanswered.
 func (n *Node) sendData(l *link.Link, plaintext []byte, now time.Time) {
-	if n.links.Send(l, plaintext, now) && l.Counters.SentData(now.UnixNano()) {
+	if !n.links.Send(l, plaintext, now) {
+		return
+	}
+	if l.Counters.SentData(now.UnixNano()) {
 		n.links.Probe(l, now)
+	}
+	if l.Counters.Suspect(now.UnixNano()) && l.Counters.ReportSuspect() {
+		n.links.Suspect(l, now)
 	}
 }
 
@@ -140,11 +162,33 @@ func (n *Node) writeTAP(frame []byte, off l2.Offload) {
 	n.out.WriteFrame(frame, off)
 }
 
+// learnSource learns where the source of a frame that came in on port in
+// lives. A frame routed here crossed hops that keep no state for it, so
+// its source is reached by routing back toward its bridge — unless a live
+// port toward that bridge is known already.
+func (n *Node) learnSource(src l2.MAC, in uint32, root nid.ID, routed bool, now time.Time) {
+	if !routed || root == (nid.ID{}) {
+		n.learnMAC(src, flood.Port(in), root, now)
+		return
+	}
+	if e, ok := n.learn.Lookup(src); ok && e.Root == root && e.Port != flood.RoutedPort && n.links.LinkByPort(uint32(e.Port)) != nil {
+		return
+	}
+	n.learnMAC(src, flood.RoutedPort, root, now)
+}
+
 // learnMAC records where mac lives; when it moved, the flows toward it
-// are stale and must go so the data path asks again.
+// are stale and must go so the data path asks again. Nothing is learned
+// through a link that is being retired: its peer is leaving, and what it
+// still forwards must not draw traffic back to it.
 func (n *Node) learnMAC(mac l2.MAC, p flood.Port, root nid.ID, now time.Time) {
 	if mac == n.cfg.MAC && p != flood.LocalPort {
 		return // our own TAP never moves; a peer claiming it is wrong
+	}
+	if l := n.links.LinkByPort(uint32(p)); l != nil {
+		if ps := n.ov.peers[l.Peer.ID]; ps != nil && ps.closing {
+			return
+		}
 	}
 	old, known := n.learn.Lookup(mac)
 	if known && (old.Port != p || old.Root != root) {

@@ -71,7 +71,9 @@ func TAPMTU(underlayMTU int, ipv6 bool) int {
 	if ipv6 {
 		ipUDP = 40 + 8
 	}
-	inner := max(wire.RoutedHeaderLen+wire.FrameHeaderLen+wire.SourceLen, 1+flood.BroadcastHeaderLen)
+	// A routed frame never names its source in its frame header: the
+	// routed header does.
+	inner := max(wire.RoutedHeaderLen+wire.FrameHeaderLen, wire.FrameHeaderLen+wire.SourceLen, 1+flood.BroadcastHeaderLen)
 	return underlayMTU - ipUDP - wire.RelayOverhead - wire.TransportOverhead - inner - 14
 }
 

@@ -62,34 +62,45 @@ func ParseProbe(b []byte) (int64, error) {
 	return int64(binary.LittleEndian.Uint64(b[1:])), nil
 }
 
-// RoutedHeaderLen is the kind byte and destination bridge ID in front of
-// the frame plaintext (frame header and frame) of a routed frame.
-const RoutedHeaderLen = 1 + 16
+// RoutedHeaderLen is the kind byte, the destination bridge's ID and the
+// source bridge's ID in front of the frame plaintext (frame header and
+// frame) of a routed frame. The destination bridge learns from the source
+// bridge to send its answers routed back, as the hops between keep no
+// state to switch them by.
+const RoutedHeaderLen = 1 + 16 + 16
 
-// PutRoutedHeader writes a routed-frame header toward dest into
-// b[:RoutedHeaderLen], clockwise only when onward.
-func PutRoutedHeader(b []byte, dest [16]byte, onward bool) {
-	_ = b[RoutedHeaderLen-1]
-	b[0] = byte(InnerRouted)
-	if onward {
-		b[0] = byte(InnerRoutedOnward)
-	}
-	copy(b[1:RoutedHeaderLen], dest[:])
+// Routed is a parsed routed-frame header.
+type Routed struct {
+	Dest, Source [16]byte // Source is zero when the sender did not know it
+	Onward       bool     // clockwise only from here
 }
 
-// ParseRouted splits a routed frame into its destination bridge, whether
-// it goes clockwise only, and the frame plaintext inside, which ParseFrame
-// reads.
-func ParseRouted(b []byte) (dest [16]byte, onward bool, frame []byte, err error) {
+// PutRoutedHeader writes a routed-frame header into b[:RoutedHeaderLen].
+func PutRoutedHeader(b []byte, r Routed) {
+	_ = b[RoutedHeaderLen-1]
+	b[0] = byte(InnerRouted)
+	if r.Onward {
+		b[0] = byte(InnerRoutedOnward)
+	}
+	copy(b[1:17], r.Dest[:])
+	copy(b[17:RoutedHeaderLen], r.Source[:])
+}
+
+// ParseRouted splits a routed frame into its header and the frame
+// plaintext inside, which ParseFrame reads.
+func ParseRouted(b []byte) (Routed, []byte, error) {
+	var r Routed
 	if len(b) < RoutedHeaderLen+FrameHeaderLen+14 {
-		return dest, false, nil, ErrShort
+		return r, nil, ErrShort
 	}
 	kind := Inner(b[0])
 	if kind != InnerRouted && kind != InnerRoutedOnward || Inner(b[RoutedHeaderLen]) != InnerFrame {
-		return dest, false, nil, ErrType
+		return r, nil, ErrType
 	}
-	copy(dest[:], b[1:RoutedHeaderLen])
-	return dest, kind == InnerRoutedOnward, b[RoutedHeaderLen:], nil
+	copy(r.Dest[:], b[1:17])
+	copy(r.Source[:], b[17:RoutedHeaderLen])
+	r.Onward = kind == InnerRoutedOnward
+	return r, b[RoutedHeaderLen:], nil
 }
 
 // RelayHeaderLen is the kind byte and node ID in front of a relayed

@@ -132,22 +132,23 @@ func TestRoutedRoundTrip(t *testing.T) {
 	dest := [16]byte{1, 2, 3, 15: 9}
 	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
 	for _, onward := range []bool{false, true} {
-		PutRoutedHeader(b, dest, onward)
+		want := Routed{Dest: dest, Source: [16]byte{0xa, 15: 0xb}, Onward: onward}
+		PutRoutedHeader(b, want)
 		PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{NeedsCsum: true, CsumStart: 34, CsumOffset: 16})
-		got, gotOnward, inner, err := ParseRouted(b)
-		if err != nil || got != dest || gotOnward != onward || len(inner) != FrameHeaderLen+60 {
-			t.Fatalf("ParseRouted = %x, %v, %d bytes, %v", got, gotOnward, len(inner), err)
+		got, inner, err := ParseRouted(b)
+		if err != nil || got != want || len(inner) != FrameHeaderLen+60 {
+			t.Fatalf("ParseRouted = %+v, %d bytes, %v", got, len(inner), err)
 		}
 	}
-	_, _, inner, _ := ParseRouted(b)
+	_, inner, _ := ParseRouted(b)
 	if f, err := ParseFrame(inner); err != nil || len(f.Ethernet) != 60 {
 		t.Fatalf("the routed frame inside does not parse: %v", err)
 	}
-	if _, _, _, err := ParseRouted(b[:RoutedHeaderLen+FrameHeaderLen+13]); err == nil {
+	if _, _, err := ParseRouted(b[:RoutedHeaderLen+FrameHeaderLen+13]); err == nil {
 		t.Fatal("a routed frame too short for an Ethernet header was accepted")
 	}
 	b[RoutedHeaderLen] = byte(InnerFlood)
-	if _, _, _, err := ParseRouted(b); err == nil {
+	if _, _, err := ParseRouted(b); err == nil {
 		t.Fatal("a routed header around something other than a frame was accepted")
 	}
 }
@@ -168,16 +169,16 @@ func FuzzParseProbe(f *testing.F) {
 
 func FuzzParseRouted(f *testing.F) {
 	b := make([]byte, RoutedHeaderLen+FrameHeaderLen+60)
-	PutRoutedHeader(b, [16]byte{7}, false)
+	PutRoutedHeader(b, Routed{Dest: [16]byte{7}, Source: [16]byte{8}})
 	PutFrameHeader(b[RoutedHeaderLen:], l2.Offload{})
 	f.Add(b)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		dest, onward, inner, err := ParseRouted(b)
+		r, inner, err := ParseRouted(b)
 		if err != nil {
 			return
 		}
 		again := bytes.Clone(b)
-		PutRoutedHeader(again, dest, onward)
+		PutRoutedHeader(again, r)
 		if !bytes.Equal(again, b) || &inner[0] != &b[RoutedHeaderLen] {
 			t.Fatal("routed header does not re-encode to itself")
 		}
