@@ -33,9 +33,9 @@ const (
 	frameOneWay                         // a frame nobody answers
 )
 
-// ackEvery makes a bulk receiver answer every few frames, as TCP acks do,
+// AckEvery makes a bulk receiver answer every few frames, as TCP acks do,
 // so that the sender's bridge learns where the receiver lives.
-const ackEvery = 4
+const AckEvery = 4
 
 func (s *Sim) frame(kind frameKind, dst, src l2.MAC, id int, seq uint32, size int) []byte {
 	b := s.buffer(nil)[:max(size, minFrameSize, frameHdrLen)]
@@ -92,17 +92,23 @@ func (s *Sim) toHost(n *Node, b []byte) {
 			f.Probes[seq].ReplyHops = s.cur.hop
 		}
 	case frameBulk, frameOneWay:
+		if int(seq) < len(f.Frames) {
+			f.Frames[seq].arrived(s.Elapsed())
+		}
 		f.RecvFrames++
 		f.RecvBytes += int64(len(b))
 		f.HopSum += int64(s.cur.hop)
 		f.LastHops = s.cur.hop
-		if kind == frameBulk && f.RecvFrames%ackEvery == 0 {
+		if kind == frameBulk && f.RecvFrames%AckEvery == 0 {
 			var src l2.MAC
 			copy(src[:], b[6:12])
 			s.inject(n, s.now, int32(id), s.frame(frameAck, src, n.MAC, id, seq, 0))
 		}
 	case frameAck:
 		f.Acks++
+		if int(seq) < len(f.Frames) && f.Frames[seq].Acked < 0 {
+			f.Frames[seq].Acked = s.Elapsed()
+		}
 	}
 }
 
@@ -177,6 +183,9 @@ type FlowConfig struct {
 	Start, Stop time.Duration
 	// Trace records the links the flow's datagrams cross.
 	Trace bool
+	// Record keeps, for a bulk flow, when each frame was sent, arrived and
+	// was acknowledged (Flow.Frames): outages measured frame by frame.
+	Record bool
 }
 
 // Flow is a running or finished flow and what it measured.
@@ -185,6 +194,8 @@ type Flow struct {
 	FlowConfig
 	// Probes are the probes sent, in order.
 	Probes []Probe
+	// Frames are a recorded bulk flow's frames, in the order sent.
+	Frames []Frame
 	// Bulk counters.
 	SentFrames, SentBytes int64
 	RecvFrames, RecvBytes int64
@@ -217,6 +228,24 @@ type Probe struct {
 	Deliveries int
 	// Hops and ReplyHops are the links the request and its answer crossed.
 	Hops, ReplyHops uint8
+}
+
+// Frame is one frame of a recorded bulk flow.
+type Frame struct {
+	Sent time.Duration // virtual time since the start
+	// Arrived is when its first copy reached the receiving host, Acked
+	// when the acknowledgement it caused reached the sender (only every
+	// AckEvery-th frame received causes one); -1 if they did not.
+	Arrived, Acked time.Duration
+	// Copies counts the copies the receiving host got.
+	Copies int
+}
+
+func (fr *Frame) arrived(at time.Duration) {
+	if fr.Copies == 0 {
+		fr.Arrived = at
+	}
+	fr.Copies++
 }
 
 // AddFlow starts a flow at its Start time.
@@ -256,6 +285,9 @@ func (f *Flow) next(s *Sim) {
 			kind = frameOneWay
 		}
 		fr := s.frame(kind, dst.MAC, src.MAC, f.ID, uint32(f.SentFrames), f.Size)
+		if f.Record && f.Kind == Bulk {
+			f.Frames = append(f.Frames, Frame{Sent: s.Elapsed(), Arrived: -1, Acked: -1})
+		}
 		f.SentFrames++
 		f.SentBytes += int64(len(fr))
 		s.inject(src, s.now, int32(f.ID), fr)

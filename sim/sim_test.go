@@ -207,3 +207,28 @@ func TestPathOfOneWayFrame(t *testing.T) {
 		}
 	}
 }
+
+func TestRecordedBulkFlowKeepsEachFrame(t *testing.T) {
+	s := newOverlay(t, 8, 4, 2, 2)
+	start := s.Elapsed()
+	f := s.AddFlow(FlowConfig{Kind: Bulk, Src: 0, Dst: 3, Size: 1000, Rate: 200e3, Start: start, Stop: start + time.Second, Record: true})
+	s.RunFor(2 * time.Second)
+	if len(f.Frames) != 200 || f.RecvFrames != 200 {
+		t.Fatalf("%d frames recorded, %d received; want 200 sent at 5 ms over a second, all received", len(f.Frames), f.RecvFrames)
+	}
+	acked := 0
+	for i, fr := range f.Frames {
+		if fr.Sent != start+time.Duration(i)*5*time.Millisecond || fr.Arrived <= fr.Sent || fr.Copies != 1 {
+			t.Fatalf("frame %d: %+v", i, fr)
+		}
+		if fr.Acked >= 0 {
+			acked++
+			if fr.Acked <= fr.Arrived {
+				t.Fatalf("frame %d acknowledged before it arrived: %+v", i, fr)
+			}
+		}
+	}
+	if acked != 200/AckEvery || int64(acked) != f.Acks {
+		t.Fatalf("%d frames acknowledged, %d acks; want every %dth", acked, f.Acks, AckEvery)
+	}
+}

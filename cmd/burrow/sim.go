@@ -45,11 +45,12 @@ The same seed gives the same results.
 Scenarios (all of them when none is named):
 ` + strings.Join(names, "\n") + `
 
-The sweeps of e7 and cost run 8…1,000 and 100…1,000 nodes; --large adds
-10,000, --n replaces the sizes.`,
+The sweeps of e7 and cost run 8…1,000 and 100…1,000 nodes, e8 runs 32;
+--large adds 10,000 to the sweeps and 1,000 to e8, --n replaces the sizes.`,
 		Example: `  burrow sim e3 e4 --seed 7
   burrow sim --out docs/sim
-  burrow sim e7 cost --large --out /tmp/sim`,
+  burrow sim e7 cost --large --out /tmp/sim
+  burrow sim e8 --n 1000`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var run []scenario.Scenario
 			if len(args) == 0 {
@@ -105,8 +106,8 @@ The sweeps of e7 and cost run 8…1,000 and 100…1,000 nodes; --large adds
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed; the same seed replays the same run")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write CSV, JSON and SVG results to")
-	cmd.Flags().IntSliceVar(&sizes, "n", nil, "overlay sizes for the e7 and cost sweeps, e.g. 100,1000,10000")
-	cmd.Flags().BoolVar(&large, "large", false, "add 10,000 nodes to the e7 and cost sweeps")
+	cmd.Flags().IntSliceVar(&sizes, "n", nil, "overlay sizes for e7, e8 and cost, e.g. 100,1000,10000")
+	cmd.Flags().BoolVar(&large, "large", false, "add 10,000 nodes to the e7 and cost sweeps, 1,000 to e8")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	return cmd
 }

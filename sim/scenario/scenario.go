@@ -26,10 +26,11 @@ import (
 // Options configure scenario runs.
 type Options struct {
 	Seed uint64
-	// Sizes replaces the overlay sizes of the scenarios that sweep them
-	// (e7, cost).
+	// Sizes replaces the overlay sizes of the scenarios that take them
+	// (e7, e8, cost).
 	Sizes []int
-	// Large adds 10,000 nodes to those sweeps.
+	// Large adds a large overlay to those: 10,000 nodes to the e7 and cost
+	// sweeps, 1,000 to e8, whose flows and churn cost more per node.
 	Large bool
 	// Progress receives the engine's progress during long runs, Log the
 	// stages; either may be nil.
@@ -45,12 +46,16 @@ func (o Options) logf(format string, args ...any) {
 
 // sizes returns the sweep: the explicit sizes, or the defaults plus
 // 10,000 with Large.
-func (o Options) sizes(defaults ...int) []int {
+func (o Options) sizes(defaults ...int) []int { return o.sizesWith(10000, defaults...) }
+
+// sizesWith returns the overlay sizes to run: the explicit sizes, or the
+// defaults plus large with Large.
+func (o Options) sizesWith(large int, defaults ...int) []int {
 	if len(o.Sizes) > 0 {
 		return o.Sizes
 	}
 	if o.Large {
-		return append(defaults, 10000)
+		return append(defaults, large)
 	}
 	return defaults
 }
@@ -221,6 +226,7 @@ func All() []Scenario {
 		{"e8", "E8: flows through churn", runE8},
 		{"e9", "E9: Bounded Flood vs a spanning tree", runE9},
 		{"cost", "Cost: idle traffic, join messages and state vs network size", runCost},
+		{"formation", "Cold start: every node at once, one bootstrap contact", runFormation},
 	}
 }
 
@@ -243,6 +249,9 @@ type spec struct {
 	// coldStart starts all nodes at once with their ring neighbours as
 	// contacts instead of growing the overlay one join at a time.
 	coldStart bool
+	// boot is how many of the nodes start, the first ones; the others are
+	// added for the scenario to start later. Zero starts all.
+	boot int
 }
 
 // uniform is spec's node function for the same settings everywhere.
@@ -280,16 +289,15 @@ func convergeLimit(n int) time.Duration {
 // a consistent ring whose long-distance links are still being filled in is
 // noted, and the scenario measures the overlay as it is.
 func build(o Options, r *Result, name string, sp spec) *sim.Sim {
-	var progress func(sim.Progress)
-	if o.Progress != nil {
-		progress = func(p sim.Progress) { o.Progress(name, sp.n, p) }
-	}
-	s := sim.New(sim.Config{Seed: o.Seed, Latency: sp.latency, Jitter: sp.jitter, Progress: progress, ProgressEvery: 1 << 16})
+	s := sim.New(sim.Config{Seed: o.Seed, Latency: sp.latency, Jitter: sp.jitter, Progress: progressOf(o, name, sp.n), ProgressEvery: 1 << 16})
 	nodes := make([]*sim.Node, sp.n)
 	for i := range nodes {
 		nodes[i] = s.AddNode(sp.node(i))
 	}
-	startup := time.Duration(sp.n) * joinEvery
+	if sp.boot > 0 {
+		nodes = nodes[:sp.boot]
+	}
+	startup := time.Duration(len(nodes)) * joinEvery
 	if sp.coldStart {
 		startup = coldStartOver
 		s.ColdStart(nodes, startup)
@@ -297,15 +305,23 @@ func build(o Options, r *Result, name string, sp spec) *sim.Sim {
 		s.StartStaggered(nodes, joinEvery, 1)
 	}
 	s.RunFor(startup)
-	took, err := s.Converge(convergeLimit(sp.n), convergeStable)
+	took, err := s.Converge(convergeLimit(len(nodes)), convergeStable)
 	if err != nil && s.CheckRing(nil) == nil {
-		r.note("%s n=%d: ring consistent but not settled after %v: %v", name, sp.n, took, err)
+		r.note("%s n=%d: ring consistent but not settled after %v: %v", name, len(nodes), took, err)
 	} else {
-		r.check(fmt.Sprintf("%s n=%d convergence", name, sp.n), err)
+		r.check(fmt.Sprintf("%s n=%d convergence", name, len(nodes)), err)
 	}
 	have, want := s.LongDistance()
-	o.logf("%s n=%d: all started after %v, converged %v later, %d of %d long-distance links (%d events)", name, sp.n, startup, took, have, want, s.Events())
+	o.logf("%s n=%d: all started after %v, converged %v later, %d of %d long-distance links (%d events)", name, len(nodes), startup, took, have, want, s.Events())
 	return s
+}
+
+// progressOf passes a run's progress on to o.Progress, if set.
+func progressOf(o Options, name string, n int) func(sim.Progress) {
+	if o.Progress == nil {
+		return nil
+	}
+	return func(p sim.Progress) { o.Progress(name, n, p) }
 }
 
 // invariants checks the invariants on s and records failures on r.

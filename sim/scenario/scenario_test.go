@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"burrow/sim"
 	"burrow/sim/plot"
 )
 
@@ -101,4 +103,98 @@ func TestWriteSavesTablesAndFigures(t *testing.T) {
 
 func testChart() plot.Chart {
 	return plot.Chart{Title: "probes", LogX: true, Series: []plot.Series{{Name: "a & b", X: []float64{8, 128, 1000}, Y: []float64{1, 2.5, 3}, Lines: true}}}
+}
+
+// TestE8MeasuresAnOutageFrameByFrame feeds E8's measures a flow whose
+// frames sent during 300 ms after an event are lost and whose path is
+// 10 ms longer afterwards.
+func TestE8MeasuresAnOutageFrameByFrame(t *testing.T) {
+	const ms = time.Millisecond
+	event, outageEnd := 10*time.Second, 10300*ms
+	f := &e8Flow{Flow: &sim.Flow{}}
+	for sent := time.Duration(0); sent < 20*time.Second; sent += e8FrameEvery {
+		fr := sim.Frame{Sent: sent, Arrived: sent + 20*ms, Acked: -1}
+		switch {
+		case sent >= event && sent < outageEnd:
+			fr.Arrived = -1
+		case sent >= outageEnd:
+			fr.Arrived += 10 * ms
+		}
+		if fr.Arrived >= 0 {
+			fr.Copies = 1
+			if sent/e8FrameEvery%sim.AckEvery == 0 {
+				fr.Acked = fr.Arrived + 20*ms
+			}
+		}
+		f.Frames = append(f.Frames, fr)
+	}
+	f.arrivals, f.acks = deliveries(f.Frames)
+	x := f.effect(event, 15*time.Second)
+	perSecond := float64(time.Second / e8FrameEvery)
+	if x.rateBefore != perSecond {
+		t.Errorf("rate before = %v frames/s, want %v", x.rateBefore, perSecond)
+	}
+	// The last frame before the outage arrives 20 ms after its sending,
+	// one spacing before the event, the first after it at 10.33 s: 310 ms
+	// beyond the spacing.
+	if x.lostTime != 310*ms || x.longestSilence != 310*ms {
+		t.Errorf("lost time %v, longest silence %v; want 310ms each", x.lostTime, x.longestSilence)
+	}
+	lostFrames := int((outageEnd - event) / e8FrameEvery)
+	if x.framesLost != lostFrames {
+		t.Errorf("%d frames lost, want %d", x.framesLost, lostFrames)
+	}
+	// Delivery per bin falls in the first (it holds only the frames sent
+	// during the last 20 ms before the event) and is back by the end of a
+	// bin after delivery resumed at 10.33 s, within a bin.
+	if x.fell != 0 || x.back < 330*ms || x.back > 330*ms+e8Bin {
+		t.Errorf("fell below 80%% after %v, back after %v; want 0 and within a bin after 330ms", x.fell, x.back)
+	}
+	if ackSpacing := sim.AckEvery * e8FrameEvery; x.ackLostTime < 300*ms || x.ackLostTime > 300*ms+2*ackSpacing {
+		t.Errorf("acks lost time %v, want 300ms plus up to two acks' spacing", x.ackLostTime)
+	}
+	quiet := f.effect(15*time.Second, 19*time.Second)
+	if quiet.touched() || quiet.fell != -1 || quiet.back != -1 {
+		t.Errorf("a quiet window measured %+v", quiet)
+	}
+	if sent, lost, dups := frameLosses(f.Frames, 0, 20*time.Second); sent != len(f.Frames) || lost != lostFrames || dups != 0 {
+		t.Errorf("whole flow: %d sent, %d lost, %d duplicates; want %d, %d, 0", sent, lost, dups, len(f.Frames), lostFrames)
+	}
+}
+
+// TestE8ChurnHitsTheFlowsPaths runs E8 on 16 nodes: every stop and kill
+// hits a node inside a flow's path unless all such nodes are flows' ends,
+// and each hit is reported.
+func TestE8ChurnHitsTheFlowsPaths(t *testing.T) {
+	r := newResult("e8", "", Options{Seed: 1})
+	phases, events := r.table("flows", ""), r.table("events", "")
+	data := runE8Size(Options{Seed: 1}, r, 16, phases, events)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	ends := map[int]bool{}
+	for _, f := range data["flows"].([]map[string]any) {
+		ends[f["src"].(int)], ends[f["dst"].(int)] = true, true
+	}
+	evs := data["events"].([]e8Event)
+	hits := 0
+	for _, e := range evs {
+		if e.Kind == e8Restart {
+			continue
+		}
+		hits += len(e.OnPath)
+		for _, p := range e.Paths {
+			for i := 1; len(e.OnPath) == 0 && i < len(p)-1; i++ {
+				if !ends[p[i]] {
+					t.Errorf("%s of %s at %v hit no flow's path, though %d is inside one: %v", e.Kind, e.Node, e.at, p[i], e.Paths)
+				}
+			}
+		}
+	}
+	if len(evs) != 2*e8Churned || len(events.Rows) < hits {
+		t.Errorf("%d events, %d rows for %d hits", len(evs), len(events.Rows), hits)
+	}
+	if len(phases.Rows) == 0 || len(phases.Rows)%2 != 0 || len(r.Figures) != 1 {
+		t.Errorf("%d flow rows, %d figures", len(phases.Rows), len(r.Figures))
+	}
 }
