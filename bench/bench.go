@@ -3,11 +3,14 @@
 //
 //   - the data path side by side with other VPNs (upstream and Debian's
 //     wireguard-go, tinc, nebula, n2n) and the plain underlay, one after
-//     the other on the same two namespaces: iperf3 throughput, ping RTT,
-//     CPU time per byte and peak memory, as the Warrens paper compares its
-//     tunnels with WireGuard;
+//     the other on the same two namespaces, in paired rounds: iperf3
+//     throughput with one stream and several, ping RTT idle and under a
+//     saturating stream, CPU time per byte and peak memory, as the Warrens
+//     paper compares its tunnels with WireGuard; optionally a perf profile
+//     of the burrow daemons;
 //   - the latency a burrow node adds as a switching hop in a chain, the
-//     EdgeVPN paper's E11 (0.37 ms a hop);
+//     EdgeVPN paper's E11 (0.37 ms a hop), and on a plain ring (RunRing),
+//     with the time ARP takes across it;
 //   - the paths run (RunPaths): a NAT lab in which every pair of nodes
 //     settles on its kind of path — direct, hole-punched, WebSocket or
 //     relayed by the beacon — with throughput and RTT over each, and the
@@ -33,14 +36,23 @@ import (
 type Options struct {
 	// Seconds is the length of each iperf3 test.
 	Seconds int
+	// Rounds is how many times every VPN is measured, the VPNs taking
+	// turns within each round: paired rounds, so that each round's ratios
+	// compare VPNs that met the same machine within a minute or two.
+	Rounds int
 	// Peers names the VPNs to run, in the order of PeerNames; empty runs
-	// them all.
+	// them all. The underlay always runs, as the reference for latency
+	// under load.
 	Peers []string
 	// Burrow is the burrow executable to measure.
 	Burrow string
 	// CacheDir receives the upstream wireguard-go build; empty means
 	// DefaultCacheDir.
 	CacheDir string
+	// ProfileDir, when set, receives a CPU profile of both burrow daemons
+	// (perf record) taken during an extra single-stream iperf3 run in the
+	// first round.
+	ProfileDir string
 	// Progress receives a line per step as the run goes.
 	Progress io.Writer
 }
@@ -54,16 +66,24 @@ const (
 	// pingCount pings at pingInterval measure each VPN's round-trip time.
 	pingCount    = 100
 	pingInterval = 10 * time.Millisecond
+	// multiStreams is how many parallel TCP streams the multi-stream
+	// test runs (iperf3 -P).
+	multiStreams = 4
 	// logTailLines of each process log are reported for a VPN that failed.
 	logTailLines = 15
+	// minSeconds is the shortest iperf3 test that leaves room for the
+	// pings under load: loadRampUp before them, loadTail after.
+	minSeconds = 3
 )
 
-// Result is one VPN's measurement, or why there is none.
+// Result is one VPN's measurement in one round, or why there is none.
 type Result struct {
 	Name  string
 	Title string
 	// Version is what the VPN's program says about itself.
 	Version string
+	// Round is the round, from 1; 0 for a VPN skipped before the rounds.
+	Round int
 	// Skipped says why the VPN did not run, naming where to get it.
 	Skipped string
 	// Failed says what went wrong once it ran; LogTail holds the end of
@@ -76,18 +96,44 @@ type Result struct {
 	UpAfter  time.Duration
 	RTT      time.Duration
 	PingLost int
-	throughput
-	// CPUSeconds is the CPU time all the VPN's processes used during the
-	// iperf3 test; HasProcesses is false for the baseline.
-	CPUSeconds   float64
+	// Single and Multi are the iperf3 tests with one stream and with
+	// multiStreams.
+	Single, Multi streamTest
+	// Loaded is the latency under a saturating single stream.
+	Loaded loadedLatency
+	// HasProcesses is false for the baseline.
 	HasProcesses bool
-	RSS          []processRSS
+	// RSS is each process's peak RSS at the end of the round.
+	RSS []processRSS
+}
+
+// streamTest is one iperf3 test and the CPU time the VPN spent on it.
+type streamTest struct {
+	throughput
+	// CPU is the CPU time each of the VPN's processes used during the
+	// test; none for the baseline.
+	CPU []processCPU
+}
+
+// processCPU is the CPU time one process of a VPN used.
+type processCPU struct {
+	Label   string
+	Seconds float64
+}
+
+// CPUSeconds is the CPU time of all the VPN's processes, both ends.
+func (s streamTest) CPUSeconds() float64 {
+	var total float64
+	for _, p := range s.CPU {
+		total += p.Seconds
+	}
+	return total
 }
 
 // CPUPerGB is the CPU time the VPN spent per 10^9 bytes received.
-func (r *Result) CPUPerGB() float64 {
-	return r.CPUSeconds / (float64(r.Bytes) / 1e9)
-}
+func (s streamTest) CPUPerGB() float64 { return perGB(s.CPUSeconds(), s.Bytes) }
+
+func perGB(seconds float64, bytes uint64) float64 { return seconds / (float64(bytes) / 1e9) }
 
 // measured reports whether the result holds numbers.
 func (r *Result) measured() bool { return r.Skipped == "" && r.Failed == "" }
@@ -96,7 +142,12 @@ func (r *Result) measured() bool { return r.Skipped == "" && r.Failed == "" }
 type Report struct {
 	Started time.Time
 	Seconds int
+	Rounds  int
+	// Results holds the VPNs skipped before the rounds, then every VPN's
+	// result round by round, in the order they ran.
 	Results []*Result
+	// Profile is where the burrow daemons' cycles went, with --profile.
+	Profile *ProfileResult
 	Chain   *ChainResult
 	// LoadBefore and LoadAfter are the machine's one-minute load averages
 	// at the start and the end: the other programs the VPNs shared the
@@ -113,6 +164,8 @@ type bencher struct {
 	// upstreamWireguard is the path of the upstream wireguard-go build,
 	// set when its peer is prepared.
 	upstreamWireguard string
+	// profile is the outcome of --profile, once taken.
+	profile *ProfileResult
 }
 
 // newLab builds an empty lab whose configurations and logs are kept, after
@@ -130,17 +183,48 @@ func newLab(prefix string, progress io.Writer) (*netlab.Lab, error) {
 	return lab, nil
 }
 
-// Run builds a lab with two internet hosts, runs each selected VPN on them
-// in turn and, when burrow is among them, the three-node chain. A VPN that
-// cannot run or fails is recorded as such and the run goes on; the error
-// is for a lab that could not be built or a cancelled ctx.
+// maxRounds keeps every round's VPNs in subnets of their own (see
+// virtualSubnet).
+var maxRounds = 254 / len(allPeers)
+
+// validate checks the options before a lab is built.
+func (o *Options) validate(peers []*peer) error {
+	if o.Seconds < minSeconds {
+		return fmt.Errorf("bench: seconds must be at least %d, room for the pings under load, not %d", minSeconds, o.Seconds)
+	}
+	if o.Rounds < 1 || o.Rounds > maxRounds {
+		return fmt.Errorf("bench: rounds must be 1 to %d, not %d", maxRounds, o.Rounds)
+	}
+	if o.ProfileDir != "" {
+		if !slices.Contains(peers, burrowPeer) {
+			return errors.New("bench: --profile profiles the burrow daemons: burrow must be among the peers")
+		}
+		if err := perfAvailable(); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(o.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("bench: profile directory: %w", err)
+		}
+	}
+	return nil
+}
+
+// Run builds a lab with two internet hosts and measures each selected VPN
+// on them, Rounds times: in each round every VPN in turn is brought up,
+// measured and stopped. When burrow is among them, the three-node chain
+// follows. A VPN that cannot run or fails is recorded as such and the run
+// goes on; the error is for a lab that could not be built or a cancelled
+// ctx.
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	peers, err := selectPeers(opts.Peers)
 	if err != nil {
 		return nil, err
 	}
-	if opts.Seconds < 1 {
-		return nil, fmt.Errorf("bench: seconds must be at least 1, not %d", opts.Seconds)
+	if peers[0] != baselinePeer {
+		peers = append([]*peer{baselinePeer}, peers...)
+	}
+	if err := opts.validate(peers); err != nil {
+		return nil, err
 	}
 	if opts.Progress == nil {
 		opts.Progress = io.Discard
@@ -157,14 +241,30 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if b.b, err = lab.AddHost("b"); err != nil {
 		return nil, err
 	}
-	report := &Report{Started: time.Now(), Seconds: opts.Seconds, LoadBefore: loadAverage()}
-	for i, p := range peers {
-		report.Results = append(report.Results, b.runPeer(ctx, i, p))
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	report := &Report{Started: time.Now(), Seconds: opts.Seconds, Rounds: opts.Rounds, LoadBefore: loadAverage()}
+	ready := map[*peer]string{} // the version of each peer that can run
+	for _, p := range peers {
+		if err := p.prepare(ctx, b); err != nil {
+			fmt.Fprintf(b.progress, "== %s skipped: %v\n", p.title, err)
+			report.Results = append(report.Results, &Result{Name: p.name, Title: p.title, Skipped: err.Error()})
+			continue
+		}
+		ready[p] = p.version(b)
+	}
+	for round := 1; round <= opts.Rounds; round++ {
+		for _, p := range peers {
+			version, ok := ready[p]
+			if !ok {
+				continue
+			}
+			report.Results = append(report.Results, b.runPeer(ctx, round, p, version))
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
 		}
 	}
-	if slices.Contains(peerNames(peers), burrowPeer.name) {
+	report.Profile = b.profile
+	if _, ok := ready[burrowPeer]; ok {
 		report.Chain = b.runChain(ctx)
 	}
 	report.LoadAfter = loadAverage()
@@ -172,15 +272,9 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 }
 
 // runPeer brings one VPN up, measures it and stops it.
-func (b *bencher) runPeer(ctx context.Context, index int, p *peer) *Result {
-	r := &Result{Name: p.name, Title: p.title}
-	fmt.Fprintf(b.progress, "== %s\n", p.title)
-	if err := p.prepare(ctx, b); err != nil {
-		r.Skipped = err.Error()
-		fmt.Fprintf(b.progress, "   skipped: %s\n", r.Skipped)
-		return r
-	}
-	r.Version = p.version(b)
+func (b *bencher) runPeer(ctx context.Context, round int, p *peer, version string) *Result {
+	r := &Result{Name: p.name, Title: p.title, Version: version, Round: round}
+	fmt.Fprintf(b.progress, "== round %d of %d: %s\n", round, b.opts.Rounds, p.title)
 	t := &tunnel{}
 	fail := func(format string, args ...any) *Result {
 		r.Failed = fmt.Sprintf(format, args...)
@@ -193,7 +287,7 @@ func (b *bencher) runPeer(ctx context.Context, index int, p *peer) *Result {
 	}
 
 	upCtx, cancel := context.WithTimeout(ctx, upTimeout)
-	err := p.start(upCtx, b, t, virtualSubnet(index))
+	err := p.start(upCtx, b, t, virtualSubnet(round, p))
 	if err == nil {
 		err = t.waitFor(upCtx, "a ping through the tunnel", func() bool {
 			res, err := netlab.Ping(upCtx, b.a, t.target, 1, 200*time.Millisecond)
@@ -221,20 +315,25 @@ func (b *bencher) runPeer(ctx context.Context, index int, p *peer) *Result {
 		return fail("iperf3 server: %v", err)
 	}
 	defer server.Stop()
-	before, err := t.cpuSeconds()
-	if err != nil {
-		return fail("CPU time: %v", err)
+	for _, test := range []struct {
+		result  *streamTest
+		streams int
+	}{{&r.Single, 1}, {&r.Multi, multiStreams}} {
+		if *test.result, err = b.streamTest(ctx, t, test.streams); err != nil {
+			return fail("iperf3 with %d streams through the tunnel: %v", test.streams, err)
+		}
+		fmt.Fprintf(b.progress, "   iperf3 %d s, %s: %.0f Mbit/s, %d retransmits, %.2f CPU-s\n",
+			b.opts.Seconds, plural(test.streams, "stream"), test.result.BitsPerSecond/1e6, test.result.Retransmits, test.result.CPUSeconds())
 	}
-	tp, err := runIperf3(ctx, b.a, t.target, b.opts.Seconds)
-	after, cpuErr := t.cpuSeconds()
-	if err = errors.Join(err, cpuErr); err != nil {
-		return fail("iperf3 through the tunnel: %v", err)
+	if r.Loaded, err = latencyUnderLoad(ctx, b.a, t.target, b.opts.Seconds); err != nil {
+		return fail("latency under load: %v", err)
 	}
-	r.throughput = tp
-	r.CPUSeconds, r.HasProcesses = after-before, len(t.processes) > 0
-	fmt.Fprintf(b.progress, "   iperf3 %d s: %.0f Mbit/s, %d retransmits, %.2f CPU-s\n",
-		b.opts.Seconds, tp.BitsPerSecond/1e6, tp.Retransmits, r.CPUSeconds)
-
+	fmt.Fprintf(b.progress, "   under load (%.0f Mbit/s): ping p50 %s ms, p99 %s ms, %d of %d lost\n",
+		r.Loaded.Stream.BitsPerSecond/1e6, millis(r.Loaded.P50()), millis(r.Loaded.P99()), r.Loaded.Lost(), r.Loaded.Sent)
+	if p == burrowPeer && b.opts.ProfileDir != "" && b.profile == nil {
+		b.profile = b.profileBurrow(ctx, t, round)
+	}
+	r.HasProcesses = len(t.processes) > 0
 	if r.RSS, err = t.peakRSS(); err != nil {
 		return fail("peak RSS: %v", err)
 	}
@@ -242,6 +341,25 @@ func (b *bencher) runPeer(ctx context.Context, index int, p *peer) *Result {
 		fmt.Fprintf(b.progress, "   stopping: %v\n", err)
 	}
 	return r
+}
+
+// streamTest runs one iperf3 test from a to b through the tunnel and
+// takes the CPU time each of its processes spent meanwhile.
+func (b *bencher) streamTest(ctx context.Context, t *tunnel, streams int) (streamTest, error) {
+	before, err := t.cpuSeconds()
+	if err != nil {
+		return streamTest{}, fmt.Errorf("CPU time: %w", err)
+	}
+	tp, err := runIperf3(ctx, b.a, t.target, b.opts.Seconds, streams)
+	after, cpuErr := t.cpuSeconds()
+	if err = errors.Join(err, cpuErr); err != nil {
+		return streamTest{}, err
+	}
+	test := streamTest{throughput: tp}
+	for i, p := range t.processes {
+		test.CPU = append(test.CPU, processCPU{Label: p.label, Seconds: after[i] - before[i]})
+	}
+	return test, nil
 }
 
 // loadAverage returns the one-minute load average, or "unknown".
@@ -253,12 +371,17 @@ func loadAverage() string {
 	return "unknown"
 }
 
-// virtualSubnet is the private subnet the index-th VPN's tunnel addresses
-// come from. Each VPN gets its own, so nothing a previous one left behind
-// (a route, a neighbour entry) can carry the next one's traffic.
-func virtualSubnet(index int) netip.Prefix {
+// virtualSubnet is the private subnet the VPN's tunnel addresses come
+// from in the round. Each VPN gets its own in each round, so nothing a
+// previous one left behind (a route, a neighbour entry) can carry the next
+// one's traffic.
+func virtualSubnet(round int, p *peer) netip.Prefix {
+	index := (round-1)*len(allPeers) + slices.Index(allPeers, p)
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 77, byte(index + 1), 0}), 24)
 }
+
+// chainSubnet holds the chain's addresses, apart from every round's.
+var chainSubnet = netip.MustParsePrefix("10.77.255.0/24")
 
 // hostAddr returns the n-th address of the subnet, keeping its length.
 func hostAddr(subnet netip.Prefix, n int) netip.Prefix {

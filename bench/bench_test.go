@@ -92,42 +92,24 @@ func TestParseIperf3(t *testing.T) {
 	}
 }
 
-func TestRatioTable(t *testing.T) {
+func TestRoundTable(t *testing.T) {
 	results := []*Result{
-		{Name: "none", Title: "no VPN (underlay)", throughput: throughput{BitsPerSecond: 20e9, Bytes: 25e9}},
-		{Name: "burrow", Title: "burrow", HasProcesses: true, CPUSeconds: 6,
-			throughput: throughput{BitsPerSecond: 3e9, Bytes: 3e9}},
-		{Name: "wireguard-go", Title: "wireguard-go (upstream)", HasProcesses: true, CPUSeconds: 12,
-			throughput: throughput{BitsPerSecond: 2e9, Bytes: 2e9}},
-		{Name: "tinc", Title: "tinc", Skipped: "missing tincd (Debian package tinc)"},
-	}
-	want := "Ratios to upstream wireguard-go (above 1 means more throughput, or more CPU per GB):\n\n" +
-		"| VPN | throughput ratio | CPU-s/GB ratio |\n" +
-		"| --- | ---: | ---: |\n" +
-		"| no VPN (underlay) | 10.00 | – |\n" +
-		"| burrow | 1.50 | 0.33 |\n" +
-		"| wireguard-go (upstream) | 1.00 | 1.00 |\n"
-	if got := ratioTable(results); got != want {
-		t.Errorf("ratio table:\n%s\nwant:\n%s", got, want)
-	}
-	results[2].Failed = "did not come up"
-	if got := ratioTable(results); !strings.HasPrefix(got, "No ratios") {
-		t.Errorf("ratio table without the reference:\n%s", got)
-	}
-}
-
-func TestResultTable(t *testing.T) {
-	results := []*Result{
-		{Title: "n2n v1", UpAfter: 1500 * time.Millisecond, RTT: 312500 * time.Nanosecond, PingLost: 2,
-			HasProcesses: true, CPUSeconds: 1.5, throughput: throughput{BitsPerSecond: 177.4e6, Bytes: 5e8, Retransmits: 9},
+		{Name: "n2n", Title: "n2n v1", Round: 2, UpAfter: 1500 * time.Millisecond, RTT: 312500 * time.Nanosecond, PingLost: 2,
+			HasProcesses: true,
+			Single: streamTest{throughput: throughput{BitsPerSecond: 177.4e6, Bytes: 5e8, Retransmits: 9},
+				CPU: []processCPU{{"supernode", 0.25}, {"edge a", 1.25}}},
+			Multi: streamTest{throughput: throughput{BitsPerSecond: 300e6, Bytes: 1e9, Retransmits: 20},
+				CPU: []processCPU{{"supernode", 0.5}, {"edge a", 2}}},
+			Loaded: loadedLatency{Sent: 4, RTTs: []time.Duration{time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond},
+				Stream: throughput{BitsPerSecond: 170e6}},
 			RSS: []processRSS{{"supernode", 1 << 20}, {"edge a", 2 << 20}}},
-		{Title: "nebula", Failed: "did not come up"},
+		{Name: "nebula", Title: "nebula", Round: 2, Failed: "did not come up"},
 	}
-	want := "| VPN | up in (s) | ping RTT (ms) | TCP (Mbit/s) | retransmits | CPU-s/GB | peak RSS (MiB) per process |\n" +
-		"| --- | ---: | ---: | ---: | ---: | ---: | --- |\n" +
-		"| n2n v1 | 1.5 | 0.312 (2 lost) | 177 | 9 | 3.00 | supernode 1.0, edge a 2.0 |\n"
-	if got := resultTable(results); got != want {
-		t.Errorf("result table:\n%s\nwant:\n%s", got, want)
+	want := "| round | VPN | up in (s) | idle RTT (ms) | 1 stream (Mbit/s) | retransmits | CPU-s/GB | 4 streams (Mbit/s) | retransmits | CPU-s/GB | under load p50 / p99 (ms) | pings lost under load | the stream meanwhile (Mbit/s) | peak RSS (MiB) per process |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+		"| 2 | n2n v1 | 1.5 | 0.312 (2 lost) | 177 | 9 | 3.00 (supernode 0.50, edge a 2.50) | 300 | 20 | 2.50 (supernode 0.50, edge a 2.00) | 2.000 / 3.000 | 1 of 4 | 170 | supernode 1.0, edge a 2.0 |\n"
+	if got := roundTable(results); got != want {
+		t.Errorf("round table:\n%s\nwant:\n%s", got, want)
 	}
 }
 
@@ -204,11 +186,17 @@ rtt min/avg/max/mdev = 0.131/6.315/12.500/6.184 ms
 	if !slices.Equal(got, want) {
 		t.Fatalf("reply times %v, want %v", got, want)
 	}
-	ms := time.Millisecond
-	if m := median([]time.Duration{3 * ms, 1 * ms, 2 * ms, 100 * ms}); m != 2500*time.Microsecond {
-		t.Errorf("median of 1, 2, 3, 100 ms = %v, want 2.5 ms", m)
-	}
-	if m := mean(want); m != 6315500*time.Nanosecond {
-		t.Errorf("mean %v", m)
+}
+
+// A duplicated reply answers a request already counted: it must not
+// count twice among the reply times.
+func TestParseReplyTimesLeavesOutDuplicates(t *testing.T) {
+	out := "64 bytes from 10.77.1.2: icmp_seq=1 ttl=64 time=0.200 ms\n" +
+		"64 bytes from 10.77.1.2: icmp_seq=1 ttl=64 time=0.900 ms (DUP!)\n" +
+		"64 bytes from 10.77.1.2: icmp_seq=2 ttl=64 time=1023 ms\n"
+	got := parseReplyTimes(out)
+	want := []time.Duration{200 * time.Microsecond, 1023 * time.Millisecond}
+	if !slices.Equal(got, want) {
+		t.Fatalf("reply times %v, want %v", got, want)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"burrow/netlab"
@@ -73,11 +74,10 @@ func (b *bencher) chain(ctx context.Context) (*ChainResult, *tunnel, error) {
 	if err != nil {
 		return nil, t, err
 	}
-	subnet := virtualSubnet(len(allPeers))
 	off := false
 	var nodes []*cluster.Node
 	for i, h := range []*netlab.Host{b.a, b.b, c} {
-		node, err := nw.AddNode(h, "chain-"+h.Name, hostAddr(subnet, i+1))
+		node, err := nw.AddNode(h, "chain-"+h.Name, hostAddr(chainSubnet, i+1))
 		if err != nil {
 			return nil, t, err
 		}
@@ -116,19 +116,12 @@ func (b *bencher) chain(ctx context.Context) (*ChainResult, *tunnel, error) {
 	}); err != nil {
 		return nil, t, err
 	}
-	var toB, toC []time.Duration
-	for range chainRounds {
-		for _, target := range []struct {
-			rtts *[]time.Duration
-			addr netip.Addr
-		}{{&toB, nodeB.Address.Addr()}, {&toC, nodeC.Address.Addr()}} {
-			rtts, err := pingRTTs(ctx, nodeA.Host, target.addr, chainPings, chainInterval)
-			if err != nil {
-				return nil, t, err
-			}
-			*target.rtts = append(*target.rtts, rtts...)
-		}
+	replies, err := interleavedRTTs(ctx, nodeA.Host, []netip.Addr{nodeB.Address.Addr(), nodeC.Address.Addr()},
+		chainRounds, chainPings, chainInterval)
+	if err != nil {
+		return nil, t, err
 	}
+	toB, toC := replies[0], replies[1]
 	if len(toB) == 0 || len(toC) == 0 {
 		return nil, t, fmt.Errorf("no replies: %d from B, %d from C", len(toB), len(toC))
 	}
@@ -147,15 +140,37 @@ func (b *bencher) chain(ctx context.Context) (*ChainResult, *tunnel, error) {
 	return r, t, nil
 }
 
+// interleavedRTTs pings each target in turn, pings at a time at interval,
+// for rounds rounds, and returns the reply times of each target. Taking
+// turns often spreads the load of the machine's other programs evenly
+// over the targets.
+func interleavedRTTs(ctx context.Context, from *netlab.Host, targets []netip.Addr, rounds, pings int, interval time.Duration) ([][]time.Duration, error) {
+	replies := make([][]time.Duration, len(targets))
+	for range rounds {
+		for i, addr := range targets {
+			rtts, err := pingRTTs(ctx, from, addr, pings, interval)
+			if err != nil {
+				return nil, err
+			}
+			replies[i] = append(replies[i], rtts...)
+		}
+	}
+	return replies, nil
+}
+
 // replyTime matches the round-trip time of one reply in ping's output.
 var replyTime = regexp.MustCompile(`time=([0-9.]+) ms`)
 
-// parseReplyTimes returns the round-trip time of every reply ping printed.
+// parseReplyTimes returns the round-trip time of every reply ping printed,
+// leaving out duplicates (a reply ping marks "DUP!"): one per request.
 func parseReplyTimes(out string) []time.Duration {
 	var rtts []time.Duration
-	for _, m := range replyTime.FindAllStringSubmatch(out, -1) {
-		ms, err := strconv.ParseFloat(m[1], 64)
-		if err == nil {
+	for line := range strings.Lines(out) {
+		m := replyTime.FindStringSubmatch(line)
+		if m == nil || strings.Contains(line, "DUP!") {
+			continue
+		}
+		if ms, err := strconv.ParseFloat(m[1], 64); err == nil {
 			rtts = append(rtts, time.Duration(ms*float64(time.Millisecond)))
 		}
 	}
@@ -172,27 +187,4 @@ func pingRTTs(ctx context.Context, h *netlab.Host, addr netip.Addr, count int, i
 		return nil, err
 	}
 	return rtts, nil
-}
-
-func mean(ds []time.Duration) time.Duration {
-	var total time.Duration
-	for _, d := range ds {
-		total += d
-	}
-	return total / time.Duration(len(ds))
-}
-
-// number is what median and spread summarize: durations, byte counts,
-// CPU shares.
-type number interface {
-	~int | ~int64 | ~uint64 | ~float64
-}
-
-func median[T number](xs []T) T {
-	sorted := slices.Sorted(slices.Values(xs))
-	middle := len(sorted) / 2
-	if len(sorted)%2 == 0 {
-		return (sorted[middle-1] + sorted[middle]) / 2
-	}
-	return sorted[middle]
 }

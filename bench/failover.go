@@ -85,14 +85,14 @@ func RunFailover(ctx context.Context, opts FailoverOptions) (*FailoverReport, er
 // rings up at once so that the builds' rounds alternate and meet the
 // same machine.
 func (report *FailoverReport) protectionSwitching(ctx context.Context, progress io.Writer) (err error) {
-	var rings []*failoverRing
+	var rings []*daemonRing
 	defer func() {
 		for _, r := range rings {
 			err = errors.Join(err, r.close())
 		}
 	}()
 	for _, b := range report.Builds {
-		r, err := startFailoverRing(ctx, b, switchRingSize, progress)
+		r, err := startRing(ctx, b, failoverShape, switchRingSize, progress)
 		if err != nil {
 			return err
 		}

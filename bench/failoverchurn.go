@@ -80,7 +80,7 @@ func runChurn(ctx context.Context, build *failoverBuild, seconds int, progress i
 		fmt.Fprintf(progress, "   failed: %s\n", res.Failed)
 		return res
 	}
-	ring, err := startFailoverRing(ctx, build, churnRingSize, progress)
+	ring, err := startRing(ctx, build, failoverShape, churnRingSize, progress)
 	if err != nil {
 		return fail(err)
 	}
@@ -127,7 +127,7 @@ func runChurn(ctx context.Context, build *failoverBuild, seconds int, progress i
 
 // churn kills a bridge of the flow every churnEvery and restarts it
 // restartPause later, recording when.
-func (r *failoverRing) churn(ctx context.Context, res *churnResult, started time.Time) {
+func (r *daemonRing) churn(ctx context.Context, res *churnResult, started time.Time) {
 	length := time.Duration(res.Seconds) * time.Second
 	for kill, at := 0, churnEvery; at+churnEvery <= length; kill, at = kill+1, at+churnEvery {
 		if sleep(ctx, time.Until(started.Add(at-bridgeWindow))) != nil {
@@ -156,12 +156,12 @@ func (r *failoverRing) churn(ctx context.Context, res *churnResult, started time
 	}
 }
 
-func (r *failoverRing) record(res *churnResult, e churnEvent) {
+func (r *daemonRing) record(res *churnResult, e churnEvent) {
 	res.Events = append(res.Events, e)
 	fmt.Fprintf(r.progress, "   %s\n", e)
 }
 
-func (r *failoverRing) note(res *churnResult, note string) {
+func (r *daemonRing) note(res *churnResult, note string) {
 	res.Notes = append(res.Notes, note)
 	fmt.Fprintf(r.progress, "   %s\n", note)
 }

@@ -29,7 +29,7 @@ func (r *FailoverReport) Markdown(m Machine) string {
 		fmt.Fprintf(&b, "- %s: %s\n", build.Label, build.Binary)
 	}
 	fmt.Fprintf(&b, "- rings on one bridge without NAT (the lab's internet): overlay.successors %d, overlay.long_distance 0, overlay.on_demand.enabled false, "+
-		"overlay.stabilize_every %v, every node joining through the first; link timers the defaults\n\n", ringSuccessors, ringStabilize)
+		"overlay.stabilize_every %v, every node joining through the first; link timers the defaults\n\n", failoverShape.successors, ringStabilize)
 
 	fmt.Fprintf(&b, "### Protection switching\n\n")
 	fmt.Fprintf(&b, "Ring of %d; a UDP stream of %d datagrams/s from position 0 to position %d; "+

@@ -35,15 +35,26 @@ func newFailoverBuild(label, binary string) (*failoverBuild, error) {
 	return &failoverBuild{Label: label, Binary: binary}, nil
 }
 
-// The rings' overlay: the EdgeVPN seed's churn setting, two successors
-// and no long-distance or on-demand links, so that a flow between
-// opposite nodes crosses the bridges in between. Link timers stay the
+// ringShape is how the daemons of a ring are set up. Link timers stay the
 // defaults a user gets. Nodes join through the first and stabilize every
-// second, as in the e2e churn test, so that a restarted node finds its
-// place within seconds.
+// ringStabilize, as in the e2e churn test, so that a restarted node finds
+// its place within seconds.
+type ringShape struct {
+	// name names the lab and the network.
+	name string
+	// successors is overlay.successors; there are neither long-distance
+	// nor on-demand links, so that a flow between distant nodes crosses
+	// the nodes in between.
+	successors int
+	// arpAnswer is services.arp_answer.
+	arpAnswer bool
+}
+
+// failoverShape is the EdgeVPN seed's churn setting: two successors.
+var failoverShape = ringShape{name: "failover", successors: 2, arpAnswer: true}
+
 const (
-	ringSuccessors = 2
-	ringStabilize  = time.Second
+	ringStabilize = time.Second
 	// ringTimeout bounds the ring settling, at the start or after a
 	// restart.
 	ringTimeout = 90 * time.Second
@@ -54,24 +65,26 @@ const (
 // ringSubnet holds the nodes' virtual addresses.
 var ringSubnet = netip.MustParsePrefix("10.79.0.0/24")
 
-// failoverRing is a ring of daemons, all running one build, on the
+// daemonRing is a ring of daemons, all running one build, on the
 // internet of its own lab: one bridge, no NAT.
-type failoverRing struct {
+type daemonRing struct {
 	build    *failoverBuild
+	shape    ringShape
 	lab      *netlab.Lab
 	nodes    []*cluster.Node // in ring order
 	progress io.Writer
 }
 
-// startFailoverRing builds a lab with size daemons of the build and waits
-// for their ring to settle. The caller closes the ring.
-func startFailoverRing(ctx context.Context, build *failoverBuild, size int, progress io.Writer) (*failoverRing, error) {
+// startRing builds a lab with size daemons of the build, set up as the
+// shape says, and waits for their ring to settle. The caller closes the
+// ring.
+func startRing(ctx context.Context, build *failoverBuild, shape ringShape, size int, progress io.Writer) (*daemonRing, error) {
 	fmt.Fprintf(progress, "== %s: a ring of %d\n", build, size)
-	lab, err := newLab("burrow-bench-failover-", progress)
+	lab, err := newLab("burrow-bench-"+shape.name+"-", progress)
 	if err != nil {
 		return nil, err
 	}
-	r := &failoverRing{build: build, lab: lab, progress: progress}
+	r := &daemonRing{build: build, shape: shape, lab: lab, progress: progress}
 	if err := r.start(ctx, size); err != nil {
 		return nil, errors.Join(fmt.Errorf("%s ring: %w", build.Label, err), r.close())
 	}
@@ -80,8 +93,8 @@ func startFailoverRing(ctx context.Context, build *failoverBuild, size int, prog
 
 // start adds size nodes to the lab, starts them and waits for their
 // ring.
-func (r *failoverRing) start(ctx context.Context, size int) error {
-	nw, err := cluster.New(r.lab, "failover", r.build.Binary)
+func (r *daemonRing) start(ctx context.Context, size int) error {
+	nw, err := cluster.New(r.lab, r.shape.name, r.build.Binary)
 	if err != nil {
 		return err
 	}
@@ -94,10 +107,15 @@ func (r *failoverRing) start(ctx context.Context, size int) error {
 		// Debug logging would cost the data path time it does not spend
 		// in production.
 		node.Config.Log.Level = "info"
-		node.Config.Overlay.Successors = ringSuccessors
+		node.Config.Overlay.Successors = r.shape.successors
 		node.Config.Overlay.LongDistance = "0"
 		node.Config.Overlay.OnDemand.Enabled = &off
 		node.Config.Overlay.Stabilize = ringStabilize
+		if !r.shape.arpAnswer {
+			// Only when off: the key stays out of the configuration
+			// of builds that may predate it.
+			node.Config.Services.ARPAnswer = &off
+		}
 	}
 	r.nodes = cluster.ByRing(nw.Nodes)
 	// The others join through the first: it goes first, so that their
@@ -125,16 +143,16 @@ func (r *failoverRing) start(ctx context.Context, size int) error {
 	return nil
 }
 
-func (r *failoverRing) close() error { return r.lab.Close() }
+func (r *daemonRing) close() error { return r.lab.Close() }
 
 // ends are the ends of the measured flows: the first node in ring order
 // and the one opposite.
-func (r *failoverRing) ends() (source, destination *cluster.Node) {
+func (r *daemonRing) ends() (source, destination *cluster.Node) {
 	return r.nodes[0], r.nodes[len(r.nodes)/2]
 }
 
 // position is the node's index in ring order: the source is 0.
-func (r *failoverRing) position(n *cluster.Node) int {
+func (r *daemonRing) position(n *cluster.Node) int {
 	for i, m := range r.nodes {
 		if m == n {
 			return i
@@ -144,14 +162,14 @@ func (r *failoverRing) position(n *cluster.Node) int {
 }
 
 // describe names a node with its ring position, for progress and report.
-func (r *failoverRing) describe(n *cluster.Node) string {
+func (r *daemonRing) describe(n *cluster.Node) string {
 	return fmt.Sprintf("%s (position %d)", n.Name, r.position(n))
 }
 
 // running is a tunnel of the daemons now running, to wait on: a daemon
 // that exits (a crash, or a configuration the binary rejects) ends the
 // wait at once.
-func (r *failoverRing) running() *tunnel {
+func (r *daemonRing) running() *tunnel {
 	t := &tunnel{}
 	for _, n := range r.nodes {
 		if n.Process != nil {
@@ -165,7 +183,7 @@ func (r *failoverRing) running() *tunnel {
 // to exactly its ring neighbours. Until then the overlay still closes the
 // links its nodes made while finding their places, and a flow on one of
 // them would be cut by that rather than by the failure measured.
-func (r *failoverRing) waitSettled(ctx context.Context) error {
+func (r *daemonRing) waitSettled(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ringTimeout)
 	defer cancel()
 	var unsettled error
@@ -174,7 +192,7 @@ func (r *failoverRing) waitSettled(ctx context.Context) error {
 			unsettled = fmt.Errorf("%s not placed on the ring", misplaced[0].Name)
 			return false
 		}
-		unsettled = cluster.RingLinked(r.nodes, ringSuccessors)
+		unsettled = cluster.RingLinked(r.nodes, r.shape.successors)
 		return unsettled == nil
 	})
 	if err != nil {
@@ -185,7 +203,7 @@ func (r *failoverRing) waitSettled(ctx context.Context) error {
 
 // restartStopped starts every node that is not running and waits for the
 // ring to settle again.
-func (r *failoverRing) restartStopped(ctx context.Context) error {
+func (r *daemonRing) restartStopped(ctx context.Context) error {
 	for _, n := range r.nodes {
 		if n.Process != nil {
 			continue
@@ -200,7 +218,7 @@ func (r *failoverRing) restartStopped(ctx context.Context) error {
 
 // waitReachable waits for a ping from one node to the other's virtual
 // address; the first also floods the ARP request and teaches the path.
-func (r *failoverRing) waitReachable(ctx context.Context, from, to *cluster.Node) error {
+func (r *daemonRing) waitReachable(ctx context.Context, from, to *cluster.Node) error {
 	ctx, cancel := context.WithTimeout(ctx, reachTimeout)
 	defer cancel()
 	return r.running().waitFor(ctx, fmt.Sprintf("a ping from %s to %s", from.Name, to.Name), func() bool {
@@ -211,7 +229,7 @@ func (r *failoverRing) waitReachable(ctx context.Context, from, to *cluster.Node
 
 // bridges returns the nodes that forwarded at least minBytes of a flow
 // between source and destination during window.
-func (r *failoverRing) bridges(ctx context.Context, window time.Duration, minBytes uint64) []*cluster.Node {
+func (r *daemonRing) bridges(ctx context.Context, window time.Duration, minBytes uint64) []*cluster.Node {
 	source, destination := r.ends()
 	return cluster.Forwarding(ctx, r.nodes, window, minBytes, source, destination)
 }

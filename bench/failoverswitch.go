@@ -59,7 +59,7 @@ func stopSignal(graceful bool) string {
 // switchRound runs a stream from the ring's source to its destination,
 // stops the bridge it crosses and measures what the stream lost. Stopped
 // nodes are restarted first, so every round starts from a whole ring.
-func (r *failoverRing) switchRound(ctx context.Context, round int, graceful bool) *switchResult {
+func (r *daemonRing) switchRound(ctx context.Context, round int, graceful bool) *switchResult {
 	res := &switchResult{Build: r.build, Round: round, Graceful: graceful}
 	fmt.Fprintf(r.progress, "== %s, %s round %d: a bridge of a %d/s UDP stream stopped\n", r.build, res.signalName(), round, streamRate)
 	fail := func(err error) *switchResult {
@@ -106,7 +106,7 @@ func (r *failoverRing) switchRound(ctx context.Context, round int, graceful bool
 // stopBridge lets the stream settle, stops a bridge it crosses (the first
 // in ring order) and watches the stream until it flows again. It returns
 // the sequence number the sender was at when the bridge was stopped.
-func (r *failoverRing) stopBridge(ctx context.Context, res *switchResult, sender *streamSender, receiver *streamReceiver) (uint64, error) {
+func (r *daemonRing) stopBridge(ctx context.Context, res *switchResult, sender *streamSender, receiver *streamReceiver) (uint64, error) {
 	if err := sleep(ctx, streamWarmup); err != nil {
 		return 0, err
 	}

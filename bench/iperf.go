@@ -12,12 +12,14 @@ import (
 	"burrow/netlab"
 )
 
-// throughput is the outcome of one single-stream TCP iperf3 test.
+// throughput is the outcome of one TCP iperf3 test.
 type throughput struct {
-	// BitsPerSecond and Bytes are what the receiver got.
+	// BitsPerSecond and Bytes are what the receiver got, all streams
+	// together.
 	BitsPerSecond float64
 	Bytes         uint64
-	// Retransmits counts the sender's TCP retransmissions.
+	// Retransmits counts the sender's TCP retransmissions, all streams
+	// together.
 	Retransmits int
 }
 
@@ -51,13 +53,13 @@ func parseIperf3(out []byte) (throughput, error) {
 	}, nil
 }
 
-// runIperf3 runs a single-stream TCP test of the given length from client
-// to the iperf3 server at server.
-func runIperf3(ctx context.Context, client *netlab.Host, server netip.Addr, seconds int) (throughput, error) {
+// runIperf3 runs a TCP test of the given length with that many parallel
+// streams (iperf3 -P) from client to the iperf3 server at server.
+func runIperf3(ctx context.Context, client *netlab.Host, server netip.Addr, seconds, streams int) (throughput, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Duration(seconds)*time.Second+30*time.Second)
 	defer cancel()
 	cmd := client.Command(ctx, "iperf3", "--json", "--client", server.String(),
-		"--time", strconv.Itoa(seconds), "--connect-timeout", "3000")
+		"--time", strconv.Itoa(seconds), "--parallel", strconv.Itoa(streams), "--connect-timeout", "3000")
 	out, runErr := cmd.Output()
 	result, err := parseIperf3(out)
 	if err != nil {

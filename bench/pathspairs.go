@@ -74,7 +74,7 @@ func (r *pathsRun) measurePair(ctx context.Context, from, to *pathNode) *pairRes
 	if err != nil {
 		return fail("beacon CPU time: %v", err)
 	}
-	tp, err := runIperf3(ctx, from.Host, target, r.opts.Seconds)
+	tp, err := runIperf3(ctx, from.Host, target, r.opts.Seconds, 1)
 	cpuAfter, cpuErr := cpuSeconds(r.beacon.Process.Pid())
 	relayedAfter, relayErr := r.relayedBetween(from, to)
 	if err := errors.Join(err, cpuErr, relayErr); err != nil {

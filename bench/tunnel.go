@@ -81,17 +81,18 @@ func (t *tunnel) waitFor(ctx context.Context, what string, cond func() bool) err
 	}
 }
 
-// cpuSeconds sums the CPU time used so far by every process of the tunnel.
-func (t *tunnel) cpuSeconds() (float64, error) {
-	var total float64
+// cpuSeconds returns the CPU time used so far by each process of the
+// tunnel, in the order they were added.
+func (t *tunnel) cpuSeconds() ([]float64, error) {
+	var out []float64
 	for _, p := range t.processes {
 		s, err := cpuSeconds(p.Pid())
 		if err != nil {
-			return 0, fmt.Errorf("%s: %w", p.label, err)
+			return nil, fmt.Errorf("%s: %w", p.label, err)
 		}
-		total += s
+		out = append(out, s)
 	}
-	return total, nil
+	return out, nil
 }
 
 // processRSS is the peak resident set size of one VPN process.

@@ -19,51 +19,116 @@ import (
 
 func init() {
 	var (
-		seconds  int
-		peers    []string
-		out      string
-		burrow   string
-		cacheDir string
+		opts        bench.Options
+		out, burrow string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark burrow's data path against other VPNs",
-		Long: `Build a lab of two network namespaces joined by a plain veth underlay and run,
-one after the other on the same two namespaces, burrow, upstream wireguard-go,
-Debian's wireguard-go, tinc 1.0 in switch mode, nebula, n2n and no VPN at all.
-For each: mean ping RTT, single-stream TCP throughput and retransmits with
-iperf3, CPU-seconds per GB over both ends' processes and each process's peak
-RSS. Then a chain of three burrow nodes A—B—C gives the latency one
-switching hop adds. A VPN whose programs are missing is skipped with the
-Debian package or Go module that provides them (bench/install-peers.sh
-installs them all); one that fails is reported with the tail of its logs.
+		Long: `Build a lab of two network namespaces joined by a plain veth underlay and
+measure, on those same two namespaces, burrow, upstream wireguard-go,
+Debian's wireguard-go, tinc 1.0 in switch mode, nebula, n2n and no VPN at
+all (the underlay always runs, as the reference).
+
+The VPNs run in --rounds paired rounds: in each round every VPN in turn is
+brought up, measured and stopped (burrow, wireguard-go, burrow,
+wireguard-go, ...), so that each round's ratios compare VPNs that met the
+same machine within minutes. Per VPN and round: mean ping RTT; iperf3 TCP
+throughput and retransmits with 1 stream and with 4 (-P 4); CPU-seconds per
+GB over both ends' processes (and each process's share); peak RSS of each
+process; and latency under load: ping -i 0.01 through the tunnel while a
+single iperf3 stream saturates it, p50 and p99 of the per-reply times.
+The report gives every round, the medians, each round's ratios to upstream
+wireguard-go with their median, and checks burrow against the targets of
+issue 14 and the standing ones in docs/benchmarks.md.
+
+--profile DIR samples both burrow daemons with perf record (cpu-clock,
+call graphs) during one more single-stream test in burrow's first round,
+keeps the recordings and full reports in DIR and puts each daemon's top
+functions and the shares by Go package in the report. burrow up serves no
+pprof: perf samples the daemons from outside.
+
+Last, a chain of three burrow nodes A—B—C gives the latency one switching
+hop adds (see burrow bench ring for a ring of 8). A VPN whose programs are
+missing is skipped with the Debian package or Go module that provides them
+(bench/install-peers.sh installs them all); one that fails is reported
+with the tail of its logs.
 
 The results, with date, command, kernel, CPU and burrow commit, are printed
 and appended to --out as a new section. Needs root.`,
 		Example: `  bench/install-peers.sh
-  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench --seconds 10 --out docs/benchmarks.md
-  burrow bench --seconds 3 --peers none,burrow,wireguard-go --out ""`,
+  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench --rounds 3 --peers burrow,wireguard-go --out docs/benchmarks.md
+  burrow bench --rounds 3 --peers burrow,wireguard-go --profile /tmp/burrow-profile --out ""
+  burrow bench --rounds 1 --seconds 10 --out docs/benchmarks.md      # every VPN once
+  burrow bench --seconds 3 --rounds 1 --peers none,burrow,wireguard-go --out ""`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
-				return bench.Run(ctx, bench.Options{
-					Seconds:  seconds,
-					Peers:    peers,
-					Burrow:   binary,
-					CacheDir: cacheDir,
-					Progress: cmd.ErrOrStderr(),
-				})
+				opts.Burrow, opts.Progress = binary, cmd.ErrOrStderr()
+				return bench.Run(ctx, opts)
 			})
 		},
 	}
-	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
-	cmd.Flags().StringSliceVar(&peers, "peers", nil,
-		"VPNs to run, comma-separated (default all): "+strings.Join(bench.PeerNames(), ","))
+	cmd.Flags().IntVar(&opts.Seconds, "seconds", 10, "length of each iperf3 test, at least 3")
+	cmd.Flags().IntVar(&opts.Rounds, "rounds", 3, "paired rounds: every VPN measured this many times, taking turns")
+	cmd.Flags().StringSliceVar(&opts.Peers, "peers", nil,
+		"VPNs to run, comma-separated (default all; the underlay none always runs): "+strings.Join(bench.PeerNames(), ","))
+	cmd.Flags().StringVar(&opts.ProfileDir, "profile", "", "profile both burrow daemons with perf during burrow's first round; keep the recordings in this directory")
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
-	cmd.Flags().StringVar(&cacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
-	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand())
+	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
+	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand(), benchRingCommand())
 	rootCmd.AddCommand(cmd)
+}
+
+func benchRingCommand() *cobra.Command {
+	var (
+		opts        bench.RingOptions
+		out, burrow string
+	)
+	cmd := &cobra.Command{
+		Use:   "ring",
+		Short: "Measure the latency each switching node adds, and ARP time, across a plain ring",
+		Long: `Build a plain ring of --nodes burrow daemons on one bridge without NAT, in
+node-ID order: overlay.successors 1, no long-distance or on-demand links,
+services.arp_answer off (so that ARP requests cross the ring), every node
+joining through the first. Once each node is linked to exactly its two ring
+neighbours, from the first node in ring order:
+
+  - a path check: a burst of pings to each of the nodes 1 to --hops hops
+    along the ring, while the links' byte counters show which nodes forward
+    them (the nodes in between, expected);
+  - --rounds rounds of --pings pings at 5 ms to each of those nodes in
+    turn: mean, median and p99 RTT per hop count;
+  - the cost of one switching node: the slope of the one-way latency (half
+    the RTT) against the number of nodes in between, least squares over 1
+    to --hops hops, from the means and from the medians;
+  - ARP time across the ring: arping (--arpings requests at 20 ms) on the
+    first node's TAP for the address of the farthest node, half the ring
+    away: p50 of the reply times.
+
+Checked against issue 14's target: at most 0.05 ms one way per
+intermediate hop on a ring of 8. The results, with date, command, kernel,
+CPU and burrow commit, are printed and appended to --out as a new section.
+Needs root and arping.`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench ring --out docs/benchmarks.md
+  burrow bench ring --nodes 16 --hops 8 --rounds 10 --out ""`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				opts.Burrow, opts.Progress = binary, cmd.ErrOrStderr()
+				return bench.RunRing(ctx, opts)
+			})
+		},
+	}
+	cmd.Flags().IntVar(&opts.Nodes, "nodes", 8, "size of the ring, at least twice --hops")
+	cmd.Flags().IntVar(&opts.Hops, "hops", 4, "the farthest node pinged, in hops along the ring")
+	cmd.Flags().IntVar(&opts.Rounds, "rounds", 25, "rounds of pings, each to every node in turn")
+	cmd.Flags().IntVar(&opts.Pings, "pings", 20, "pings to each node per round")
+	cmd.Flags().IntVar(&opts.Arpings, "arpings", 100, "ARP requests to the farthest node")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
 }
 
 func benchPathsCommand() *cobra.Command {
