@@ -46,6 +46,9 @@ type Config struct {
 	// TURN adds a standard TURN server's relay as a candidate.
 	TURN *TURN `yaml:"turn"`
 	NAT  NAT   `yaml:"nat"`
+	// KernelPath carries frames to peers in trusted underlays in the
+	// kernel, unencrypted; off by default.
+	KernelPath KernelPath `yaml:"kernel_path"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string    `yaml:"control_socket"`
 	Metrics       Metrics   `yaml:"metrics"`
@@ -140,6 +143,9 @@ func (c *Config) applyDefaults() {
 	}
 	c.Overlay.On = c.Overlay.Enabled == nil || *c.Overlay.Enabled
 	c.Overlay.OnDemand.On = c.Overlay.OnDemand.Enabled == nil || *c.Overlay.OnDemand.Enabled
+	if c.KernelPath.Port == 0 {
+		c.KernelPath.Port = DefaultKernelPathPort
+	}
 	if c.Overlay.LongDistance == "" {
 		c.Overlay.LongDistance = "4"
 	}

@@ -259,6 +259,37 @@ func (c *Config) RelayRate() float64 {
 	return DefaultRelayRate
 }
 
+// KernelPath configures the kernel path: for peers in trusted underlay
+// prefixes (inside one datacenter or cluster), frames travel in plain
+// Ethernet-in-UDP, encapsulated and decapsulated by eBPF programs in the
+// kernel, unencrypted. The daemon still does discovery and the control
+// plane over its encrypted links.
+type KernelPath struct {
+	// Enabled turns the kernel path on; default false.
+	Enabled bool `yaml:"enabled"`
+	// Trusted lists the IPv4 underlay prefixes whose peers may be reached
+	// unencrypted.
+	Trusted []string `yaml:"trusted"`
+	// Port is the kernel path's UDP port, the same on every node and not
+	// that of listen; default 51819.
+	Port int `yaml:"port"`
+	// AllowPublic must be true to trust a prefix that is not private
+	// (RFC 1918 or link-local): its frames may cross networks nobody
+	// here controls, in the clear.
+	AllowPublic bool `yaml:"allow_public"`
+
+	Prefixes []netip.Prefix `yaml:"-"`
+}
+
+// DefaultKernelPathPort is the kernel path's UDP port when none is
+// configured: just below the default listen port, since further instances
+// on one machine conventionally listen on 51821 and up.
+const DefaultKernelPathPort = 51819
+
+// KernelPathOverhead is what the kernel path adds to a frame on the
+// underlay: outer IPv4 and UDP headers and the frame's Ethernet header.
+const KernelPathOverhead = 20 + 8 + 14
+
 // Log configures logging.
 type Log struct {
 	Level  string `yaml:"level"`  // debug, info, warn, error

@@ -87,6 +87,9 @@ func (c *Config) validate() error {
 	if err := c.Services.validate(); err != nil {
 		return err
 	}
+	if err := c.validateKernelPath(); err != nil {
+		return err
+	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")
 	}
@@ -316,6 +319,70 @@ func (l *Links) validate() error {
 	}
 	if l.Keepalive > 0 && l.DeadAfter > 0 && l.DeadAfter < 2*l.Keepalive {
 		return fieldErr("links.dead_after", "%v must be at least twice links.keepalive (%v), or live peers are declared dead", l.DeadAfter, l.Keepalive)
+	}
+	return nil
+}
+
+// privateV4 are the IPv4 networks that stay inside one site: RFC 1918 and
+// link-local. Shared address space (100.64.0.0/10) is not among them: it
+// spans a carrier's network.
+var privateV4 = []netip.Prefix{
+	netip.MustParsePrefix("10.0.0.0/8"),
+	netip.MustParsePrefix("172.16.0.0/12"),
+	netip.MustParsePrefix("192.168.0.0/16"),
+	netip.MustParsePrefix("169.254.0.0/16"),
+}
+
+// IsPrivatePrefix reports whether every address of p is private: inside
+// one of the RFC 1918 or link-local networks.
+func IsPrivatePrefix(p netip.Prefix) bool {
+	for _, r := range privateV4 {
+		if p.Bits() >= r.Bits() && r.Contains(p.Addr()) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Config) validateKernelPath() error {
+	k := &c.KernelPath
+	if k.Port < 1 || k.Port > 65535 {
+		return fieldErr("kernel_path.port", "%d is out of range 1..65535", k.Port)
+	}
+	for i, t := range k.Trusted {
+		field := fmt.Sprintf("kernel_path.trusted[%d]", i)
+		p, err := netip.ParsePrefix(t)
+		if err != nil {
+			return fieldErr(field, "%q is not a prefix such as 10.0.0.0/8", t)
+		}
+		if !p.Addr().Is4() {
+			return fieldErr(field, "%v is not IPv4: the kernel path carries frames over IPv4 underlays only", p)
+		}
+		p = p.Masked()
+		if !IsPrivatePrefix(p) && !k.AllowPublic {
+			return fieldErr(field, "%v is not a private network (10/8, 172.16/12, 192.168/16 or 169.254/16): "+
+				"the kernel path sends frames unencrypted, so peers there would be reached in the clear across networks "+
+				"nobody here controls; trust only prefixes inside one datacenter or cluster, or, if that is really meant, "+
+				"say so with kernel_path.allow_public: true", p)
+		}
+		k.Prefixes = append(k.Prefixes, p)
+	}
+	if !k.Enabled {
+		return nil
+	}
+	if k.Port == int(c.ListenAddr.Port()) {
+		return fieldErr("kernel_path.port", "%d is also the port of listen; the kernel path needs a port of its own", k.Port)
+	}
+	if len(k.Prefixes) == 0 {
+		return fieldErr("kernel_path.trusted", "is required with kernel_path.enabled: the underlay prefixes (one datacenter or cluster) "+
+			"whose peers may be reached without encryption, such as [10.0.0.0/8]")
+	}
+	if !c.TAP.On {
+		return fieldErr("kernel_path.enabled", "needs the TAP (tap.enabled: true): the kernel path carries the TAP's frames")
+	}
+	if c.TAP.MTU != 0 && c.TAP.MTU+KernelPathOverhead > c.UnderlayMTU {
+		return fieldErr("kernel_path.enabled", "tap.mtu %d plus the kernel path's %d bytes exceeds underlay_mtu %d: lower tap.mtu, or leave it 0 to derive it",
+			c.TAP.MTU, KernelPathOverhead, c.UnderlayMTU)
 	}
 	return nil
 }

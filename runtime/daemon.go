@@ -51,6 +51,7 @@ type Daemon struct {
 	done         chan struct{}
 	err          error
 	tr           transports
+	kp           *kernelPath // kernel_path, when enabled
 }
 
 const (
@@ -212,6 +213,9 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		})
 	}
 
+	if err := d.startKernelPath(); err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	d.cancel = cancel
 	queues = 0
@@ -326,6 +330,7 @@ func (d *Daemon) Close() error {
 }
 
 func (d *Daemon) closeIO() {
+	d.stopKernelPath()
 	if d.control != nil {
 		d.control.close()
 	}

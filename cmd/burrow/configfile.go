@@ -377,6 +377,20 @@ nat:
   # NATs that map each destination anew; -1 turns it off.
   # punch_budget: 32
 
+# The kernel path, for links inside one datacenter or cluster: frames to
+# peers in a trusted underlay travel in plain UDP, put in and taken out by
+# eBPF programs in the kernel. UNENCRYPTED on the wire. Off by default.
+kernel_path:
+  # Turn it on (needs Linux 6.6 or later, and CAP_BPF besides CAP_NET_ADMIN).
+  # enabled: false
+  # IPv4 underlay prefixes whose peers may be reached unencrypted.
+  # trusted: [10.0.0.0/8]
+  # UDP port of the kernel path, the same on every node; not listen's.
+  # port: 51819
+  # Needed to trust a prefix that is not private (RFC 1918, link-local),
+  # whose frames would cross networks nobody here controls in the clear.
+  # allow_public: false
+
 # Where 'burrow status' and 'burrow peers' reach this node.
 control_socket: {{q .ControlSocket}}
 
