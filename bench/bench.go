@@ -1,13 +1,14 @@
 // Package bench measures burrow against its peers and against the numbers
 // of the seed papers, with real processes in network namespaces:
 //
-//   - the data path side by side with other VPNs (upstream and Debian's
-//     wireguard-go, tinc, nebula, n2n) and the plain underlay, one after
-//     the other on the same two namespaces, in paired rounds: iperf3
-//     throughput with one stream and several, ping RTT idle and under a
-//     saturating stream, CPU time per byte and peak memory, as the Warrens
-//     paper compares its tunnels with WireGuard; optionally a perf profile
-//     of the burrow daemons;
+//   - the data path side by side with burrow's kernel path, other VPNs
+//     (upstream and Debian's wireguard-go, tinc, nebula, n2n) and the
+//     plain underlay, one after the other on the same two namespaces, in
+//     paired rounds: iperf3 throughput with one stream and several, ping
+//     RTT idle and under a saturating stream, CPU time per byte (the VPN's
+//     processes', and the whole machine's, which counts softirq work too)
+//     and peak memory, as the Warrens paper compares its tunnels with
+//     WireGuard; optionally a perf profile of the burrow daemons;
 //   - the latency a burrow node adds as a switching hop in a chain, the
 //     EdgeVPN paper's E11 (0.37 ms a hop), and on a plain ring (RunRing),
 //     with the time ARP takes across it;
@@ -113,6 +114,11 @@ type streamTest struct {
 	// CPU is the CPU time each of the VPN's processes used during the
 	// test; none for the baseline.
 	CPU []processCPU
+	// MachineCPU is the busy time of all the machine's CPUs during the
+	// test, in seconds: iperf3 and the kernel's networking on both ends,
+	// the VPN's processes, the softirq work no process is charged for
+	// (a kernel path's), and whatever else the machine ran meanwhile.
+	MachineCPU float64
 }
 
 // processCPU is the CPU time one process of a VPN used.
@@ -132,6 +138,9 @@ func (s streamTest) CPUSeconds() float64 {
 
 // CPUPerGB is the CPU time the VPN spent per 10^9 bytes received.
 func (s streamTest) CPUPerGB() float64 { return perGB(s.CPUSeconds(), s.Bytes) }
+
+// MachineCPUPerGB is the machine's busy CPU time per 10^9 bytes received.
+func (s streamTest) MachineCPUPerGB() float64 { return perGB(s.MachineCPU, s.Bytes) }
 
 func perGB(seconds float64, bytes uint64) float64 { return seconds / (float64(bytes) / 1e9) }
 
@@ -344,18 +353,24 @@ func (b *bencher) runPeer(ctx context.Context, round int, p *peer, version strin
 }
 
 // streamTest runs one iperf3 test from a to b through the tunnel and
-// takes the CPU time each of its processes spent meanwhile.
+// takes the CPU time each of its processes spent meanwhile, and the
+// machine's.
 func (b *bencher) streamTest(ctx context.Context, t *tunnel, streams int) (streamTest, error) {
+	machineBefore, err := machineBusySeconds()
+	if err != nil {
+		return streamTest{}, fmt.Errorf("machine CPU time: %w", err)
+	}
 	before, err := t.cpuSeconds()
 	if err != nil {
 		return streamTest{}, fmt.Errorf("CPU time: %w", err)
 	}
 	tp, err := runIperf3(ctx, b.a, t.target, b.opts.Seconds, streams)
 	after, cpuErr := t.cpuSeconds()
-	if err = errors.Join(err, cpuErr); err != nil {
+	machineAfter, machineErr := machineBusySeconds()
+	if err = errors.Join(err, cpuErr, machineErr); err != nil {
 		return streamTest{}, err
 	}
-	test := streamTest{throughput: tp}
+	test := streamTest{throughput: tp, MachineCPU: machineAfter - machineBefore}
 	for i, p := range t.processes {
 		test.CPU = append(test.CPU, processCPU{Label: p.label, Seconds: after[i] - before[i]})
 	}

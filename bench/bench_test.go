@@ -38,6 +38,28 @@ func TestParseStatTicksOfThisProcess(t *testing.T) {
 	}
 }
 
+func TestParseMachineBusyTicks(t *testing.T) {
+	// user nice system idle iowait irq softirq steal guest guest_nice:
+	// busy is user+nice+system+irq+softirq+steal; guest time is already
+	// in user and nice.
+	stat := "cpu  1000 20 300 5000 70 8 90 4 100 10\ncpu0 500 10 150 2500 35 4 45 2 50 5\nintr 123\n"
+	got, err := parseMachineBusyTicks(stat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := uint64(1000 + 20 + 300 + 8 + 90 + 4); got != want {
+		t.Fatalf("busy ticks %d, want %d", got, want)
+	}
+	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8\n", "cpu  1 2 3 4 5 6 7\n", "cpu  1 2 x 4 5 6 7 8\n"} {
+		if _, err := parseMachineBusyTicks(bad); err == nil {
+			t.Errorf("parseMachineBusyTicks(%q) succeeded", bad)
+		}
+	}
+	if s, err := machineBusySeconds(); err != nil || s <= 0 {
+		t.Errorf("this machine's busy seconds %v, %v", s, err)
+	}
+}
+
 func TestParseMemoryField(t *testing.T) {
 	status := "Name:\tnebula\nVmPeak:\t 1300000 kB\nVmHWM:\t   13824 kB\nVmRSS:\t   12000 kB\n"
 	for field, want := range map[string]uint64{"VmHWM": 13824 * 1024, "VmRSS": 12000 * 1024} {
@@ -97,17 +119,23 @@ func TestRoundTable(t *testing.T) {
 		{Name: "n2n", Title: "n2n v1", Round: 2, UpAfter: 1500 * time.Millisecond, RTT: 312500 * time.Nanosecond, PingLost: 2,
 			HasProcesses: true,
 			Single: streamTest{throughput: throughput{BitsPerSecond: 177.4e6, Bytes: 5e8, Retransmits: 9},
-				CPU: []processCPU{{"supernode", 0.25}, {"edge a", 1.25}}},
+				CPU: []processCPU{{"supernode", 0.25}, {"edge a", 1.25}}, MachineCPU: 2},
 			Multi: streamTest{throughput: throughput{BitsPerSecond: 300e6, Bytes: 1e9, Retransmits: 20},
-				CPU: []processCPU{{"supernode", 0.5}, {"edge a", 2}}},
+				CPU: []processCPU{{"supernode", 0.5}, {"edge a", 2}}, MachineCPU: 3.5},
 			Loaded: loadedLatency{Sent: 4, RTTs: []time.Duration{time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond},
 				Stream: throughput{BitsPerSecond: 170e6}},
 			RSS: []processRSS{{"supernode", 1 << 20}, {"edge a", 2 << 20}}},
 		{Name: "nebula", Title: "nebula", Round: 2, Failed: "did not come up"},
+		// The underlay has no processes, but the machine's CPU counts.
+		{Name: "none", Title: "no VPN (underlay)", Round: 2, RTT: 50 * time.Microsecond,
+			Single: streamTest{throughput: throughput{BitsPerSecond: 20e9, Bytes: 25e9}, MachineCPU: 15},
+			Multi:  streamTest{throughput: throughput{BitsPerSecond: 24e9, Bytes: 30e9}, MachineCPU: 15},
+			Loaded: loadedLatency{Sent: 1, RTTs: []time.Duration{time.Millisecond}}},
 	}
-	want := "| round | VPN | up in (s) | idle RTT (ms) | 1 stream (Mbit/s) | retransmits | CPU-s/GB | 4 streams (Mbit/s) | retransmits | CPU-s/GB | under load p50 / p99 (ms) | pings lost under load | the stream meanwhile (Mbit/s) | peak RSS (MiB) per process |\n" +
-		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" +
-		"| 2 | n2n v1 | 1.5 | 0.312 (2 lost) | 177 | 9 | 3.00 (supernode 0.50, edge a 2.50) | 300 | 20 | 2.50 (supernode 0.50, edge a 2.00) | 2.000 / 3.000 | 1 of 4 | 170 | supernode 1.0, edge a 2.0 |\n"
+	want := "| round | VPN | up in (s) | idle RTT (ms) | 1 stream (Mbit/s) | retransmits | CPU-s/GB | machine CPU-s/GB | 4 streams (Mbit/s) | retransmits | CPU-s/GB | machine CPU-s/GB | under load p50 / p99 (ms) | pings lost under load | the stream meanwhile (Mbit/s) | peak RSS (MiB) per process |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n" +
+		"| 2 | n2n v1 | 1.5 | 0.312 (2 lost) | 177 | 9 | 3.00 (supernode 0.50, edge a 2.50) | 4.00 | 300 | 20 | 2.50 (supernode 0.50, edge a 2.00) | 3.50 | 2.000 / 3.000 | 1 of 4 | 170 | supernode 1.0, edge a 2.0 |\n" +
+		"| 2 | no VPN (underlay) | – | 0.050 | 20000 | 0 | – | 0.60 | 24000 | 0 | – | 0.50 | 1.000 / 1.000 | 0 of 1 | 0 | – |\n"
 	if got := roundTable(results); got != want {
 		t.Errorf("round table:\n%s\nwant:\n%s", got, want)
 	}
@@ -134,6 +162,11 @@ func TestSelectPeersKeepsCanonicalOrder(t *testing.T) {
 	}
 	if got := strings.Join(peerNames(peers), ","); got != "none,burrow,tinc" {
 		t.Errorf("order %s", got)
+	}
+	// The kernel path runs right after the encrypted path it is set against.
+	peers, err = selectPeers([]string{"wireguard-go", "burrow-kernel", "burrow"})
+	if got := strings.Join(peerNames(peers), ","); err != nil || got != "burrow,burrow-kernel,wireguard-go" {
+		t.Errorf("order %s, %v", got, err)
 	}
 	if _, err := selectPeers([]string{"openvpn"}); err == nil {
 		t.Error("an unknown peer was accepted")

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdh"
 	"crypto/rand"
@@ -16,8 +17,10 @@ import (
 	"strings"
 	"time"
 
+	"burrow/config"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
+	"burrow/runtime/kernelpath"
 )
 
 // peer is one contender: how to check it is installed, start it between
@@ -49,8 +52,27 @@ var (
 		prepare: func(_ context.Context, b *bencher) error {
 			return needFile(b.opts.Burrow, "the burrow binary (--burrow)")
 		},
-		start: startBurrow,
+		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
+			return startBurrow(ctx, b, t, subnet, false)
+		},
 		// The report names burrow's commit and binary in its header.
+		version: func(*bencher) string { return "" },
+	}
+	burrowKernelPeer = &peer{
+		name:  "burrow-kernel",
+		title: "burrow, kernel path (unencrypted)",
+		prepare: func(_ context.Context, b *bencher) error {
+			if err := needFile(b.opts.Burrow, "the burrow binary (--burrow)"); err != nil {
+				return err
+			}
+			if err := kernelpath.Available(); err != nil {
+				return fmt.Errorf("this kernel cannot run burrow's kernel path: %w", err)
+			}
+			return nil
+		},
+		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
+			return startBurrow(ctx, b, t, subnet, true)
+		},
 		version: func(*bencher) string { return "" },
 	}
 	upstreamWireguardPeer = &peer{
@@ -114,8 +136,9 @@ var (
 	}
 
 	// allPeers is every contender in the order they run: the baseline
-	// first, then burrow, then its reference, upstream wireguard-go.
-	allPeers = []*peer{baselinePeer, burrowPeer, upstreamWireguardPeer, debianWireguardPeer, tincPeer, nebulaPeer, n2nPeer}
+	// first, then burrow, burrow with its kernel path, then their
+	// reference, upstream wireguard-go.
+	allPeers = []*peer{baselinePeer, burrowPeer, burrowKernelPeer, upstreamWireguardPeer, debianWireguardPeer, tincPeer, nebulaPeer, n2nPeer}
 )
 
 // debianWireguardGo is where Debian's package installs wireguard-go.
@@ -219,8 +242,14 @@ func addressLink(ctx context.Context, h *netlab.Host, ifname string, addr netip.
 	return run(ctx, h, "ip", "link", "set", "dev", ifname, "up")
 }
 
-// startBurrow runs a two-node burrow network, a dialling b.
-func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
+// kernelPathUp is what a burrow daemon logs once its kernel path carries
+// the frames for a peer (runtime/kernelpath.go).
+const kernelPathUp = "kernel path to peer up"
+
+// startBurrow runs a two-node burrow network, a dialling b. With
+// kernelPath, both daemons carry their frames to each other in the kernel,
+// unencrypted, and it returns once both logs say so.
+func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix, kernelPath bool) error {
 	nw, err := cluster.New(b.lab, "bench", b.opts.Burrow)
 	if err != nil {
 		return err
@@ -234,6 +263,16 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 		// Debug logging would cost the data path time it does not spend
 		// in production.
 		node.Config.Log.Level = "info"
+		if kernelPath {
+			// The lab's hosts have addresses of 198.18.0.0/16, which is
+			// not a private network, so trusting them takes
+			// allow_public; their underlay is a bridge inside this
+			// machine, and nothing crosses a network nobody here
+			// controls.
+			node.Config.KernelPath = config.KernelPath{Enabled: true, AllowPublic: true, Trusted: []string{
+				netip.PrefixFrom(b.a.Addr, 32).String(), netip.PrefixFrom(b.b.Addr, 32).String(),
+			}}
+		}
 		nodes = append(nodes, node)
 	}
 	nodes[0].Dial(nodes[1])
@@ -244,8 +283,19 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 		t.add(node.Name, node.Process)
 	}
 	t.target = nodes[1].Address.Addr()
-	return t.waitFor(ctx, "the burrow link", func() bool {
+	if err := t.waitFor(ctx, "the burrow link", func() bool {
 		return nodes[0].UpLinks() >= 1 && nodes[1].UpLinks() >= 1
+	}); err != nil || !kernelPath {
+		return err
+	}
+	return t.waitFor(ctx, fmt.Sprintf("%q in both daemons' logs", kernelPathUp), func() bool {
+		for _, node := range nodes {
+			log, err := os.ReadFile(node.Process.LogPath())
+			if err != nil || !bytes.Contains(log, []byte(kernelPathUp)) {
+				return false
+			}
+		}
+		return true
 	})
 }
 

@@ -74,6 +74,50 @@ func cpuSeconds(pid int) (float64, error) {
 	return float64(ticks) / clockTicksPerSecond, nil
 }
 
+// parseMachineBusyTicks returns the clock ticks all CPUs together have
+// spent busy, from the content of /proc/stat: the "cpu" line's user, nice,
+// system, irq, softirq and steal, leaving out idle and iowait. guest and
+// guest_nice are left out too, since user and nice already count them.
+// Unlike a process's utime and stime, this counts the kernel's softirq
+// work, which runs on whatever thread it interrupts, or in ksoftirqd.
+func parseMachineBusyTicks(stat string) (uint64, error) {
+	for line := range strings.Lines(stat) {
+		fields := strings.Fields(line)
+		if len(fields) == 0 || fields[0] != "cpu" {
+			continue
+		}
+		// user nice system idle iowait irq softirq steal
+		const user, nice, system, irq, softirq, steal = 1, 2, 3, 6, 7, 8
+		if len(fields) <= steal {
+			return 0, fmt.Errorf("short /proc/stat cpu line %q", strings.TrimSpace(line))
+		}
+		var busy uint64
+		for _, i := range []int{user, nice, system, irq, softirq, steal} {
+			v, err := strconv.ParseUint(fields[i], 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("/proc/stat cpu line: %w", err)
+			}
+			busy += v
+		}
+		return busy, nil
+	}
+	return 0, fmt.Errorf("no cpu line in /proc/stat")
+}
+
+// machineBusySeconds returns the CPU time all CPUs of the machine have
+// spent busy so far (parseMachineBusyTicks), whoever spent it.
+func machineBusySeconds() (float64, error) {
+	data, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, err
+	}
+	ticks, err := parseMachineBusyTicks(string(data))
+	if err != nil {
+		return 0, err
+	}
+	return float64(ticks) / clockTicksPerSecond, nil
+}
+
 // parseMemoryField returns a memory field, in bytes, of /proc/PID/status
 // (VmHWM, the peak resident set size, or VmRSS, the current one), of
 // /proc/PID/smaps_rollup (Pss) or of /proc/meminfo (MemAvailable): lines

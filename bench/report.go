@@ -101,6 +101,8 @@ func (r *Report) Markdown(m Machine) string {
 		"Up in = from its first process's start to the first ping through the tunnel; idle RTT = mean of %d pings at %v; "+
 		"then iperf3 TCP from a to b for %d s, with 1 stream and with %d in parallel: Mbit/s received, the sender's retransmits, "+
 		"CPU-s/GB = CPU time (utime + stime) of the VPN's processes on both ends during the test per 10^9 bytes received (each process's share in brackets); "+
+		"machine CPU-s/GB = busy time of all the machine's CPUs during the test (user, nice, system, irq, softirq and steal of /proc/stat) per 10^9 bytes received: "+
+		"iperf3 and the kernel on both ends, the VPN, softirq work no process is charged for (a kernel path's), and whatever else the machine ran meanwhile; "+
 		"under load = %d pings at %v (ping -i %.2f) from a to b through the tunnel from %v after the start of another %d s single stream, "+
 		"p50 and p99 of the per-reply times; peak RSS = each process's VmHWM at the end of its round\n\n",
 		plural(r.Rounds, "paired round"), strings.Join(titles, ", "), pingCount, pingInterval, r.Seconds, multiStreams,
@@ -110,6 +112,10 @@ func (r *Report) Markdown(m Machine) string {
 	b.WriteString(medianTable(r.Results))
 	b.WriteString("\n")
 	b.WriteString(ratioTable(r.Results, r.Rounds))
+	if kernel := kernelPathTable(r.Results, r.Rounds); kernel != "" {
+		b.WriteString("\n")
+		b.WriteString(kernel)
+	}
 	if targets := issueTargets(r); targets != "" {
 		b.WriteString("\nburrow against the targets of issue 14:\n\n")
 		b.WriteString(targets)

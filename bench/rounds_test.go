@@ -29,6 +29,13 @@ func measuredVPN(p *peer, round int, single, multi, cpuSingle, cpuMulti, p99 flo
 		RSS:    []processRSS{{"a", 15 << 20}, {"b", 17 << 20}}}
 }
 
+// withMachineCPU sets the busy seconds of the machine's CPUs during both
+// of the result's tests.
+func withMachineCPU(r *Result, single, multi float64) *Result {
+	r.Single.MachineCPU, r.Multi.MachineCPU = single, multi
+	return r
+}
+
 // threeRounds: burrow carries 2.5×, 1.8× and 3× wireguard-go's single
 // stream; wireguard-go failed in round 2 of another run (see the test).
 func threeRounds() []*Result {
@@ -71,6 +78,9 @@ func TestRoundRatiosPairEachRoundWithItsOwnReference(t *testing.T) {
 func TestRatioTableGivesEveryRoundAndTheMedian(t *testing.T) {
 	results := threeRounds()
 	results[3].Failed = "did not come up"
+	for _, r := range results {
+		withMachineCPU(r, 20, 20)
+	}
 	got := ratioTable(results, 3)
 	for _, want := range []string{
 		"| VPN | ÷ upstream wireguard-go | round 1 | round 2 | round 3 | median |\n",
@@ -78,6 +88,8 @@ func TestRatioTableGivesEveryRoundAndTheMedian(t *testing.T) {
 		"| burrow | throughput, 4 streams | 1.50 | – | 1.50 | **1.50** |\n",
 		"| burrow | CPU-s/GB, 1 stream | 0.16 | – | 0.13 | **0.15** |\n",
 		"| burrow | CPU-s/GB, 4 streams | 0.33 | – | 0.33 | **0.33** |\n",
+		// 20 busy seconds each: burrow's over 3.125 and 3.75 GB, wireguard-go's over 1.25.
+		"| burrow | machine CPU-s/GB, 1 stream | 0.40 | – | 0.33 | **0.37** |\n",
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("ratio table lacks %q:\n%s", want, got)
@@ -135,10 +147,53 @@ func TestIssueTargets(t *testing.T) {
 func TestMedianTable(t *testing.T) {
 	results := threeRounds()
 	results[4].RSS[1].Bytes = 19 << 20
+	// 20 busy CPU-seconds in every test: over 3.125, 2.25 and 3.75 GB
+	// with one stream, 3.75, 3.375 and 4.125 GB with four.
+	for _, i := range []int{0, 2, 4} {
+		withMachineCPU(results[i], 20, 20)
+	}
 	got := medianTable(results)
-	want := "| burrow | 3 | 0.000 | 2500 | 0 | 0.64 (a 0.32, b 0.32) | 3000 | 0 | 0.80 (a 0.40, b 0.40) | 1.20 | 0.100 / 1.500 | 0 | a 15.0, b 19.0 |\n"
+	want := "| burrow | 3 | 0.000 | 2500 | 0 | 0.64 (a 0.32, b 0.32) | 6.40 | 3000 | 0 | 0.80 (a 0.40, b 0.40) | 5.33 | 1.20 | 0.100 / 1.500 | 0 | a 15.0, b 19.0 |\n"
 	if !strings.Contains(got, want) {
 		t.Errorf("median table lacks\n%s\nin:\n%s", want, got)
+	}
+}
+
+// TestKernelPathTable: the kernel path against the encrypted path of the
+// same round, and what each costs the machine beyond the underlay of the
+// same round; the underlay failed in round 2.
+func TestKernelPathTable(t *testing.T) {
+	underlay := withMachineCPU(measuredVPN(baselinePeer, 1, 20, 20, 0, 0, 1), 15, 15) // 0.6 CPU-s/GB
+	failed := measuredVPN(baselinePeer, 2, 20, 20, 0, 0, 1)
+	failed.Failed = "iperf3 failed"
+	results := []*Result{
+		underlay,
+		withMachineCPU(measuredVPN(burrowPeer, 1, 2, 4, 1, 2, 1), 20, 20),            // 8.0 and 4.0 CPU-s/GB
+		withMachineCPU(measuredVPN(burrowKernelPeer, 1, 8, 10, 0.1, 0.1, 1), 20, 25), // 2.0 and 2.0
+		failed,
+		withMachineCPU(measuredVPN(burrowPeer, 2, 2, 4, 1, 2, 1), 20, 20),
+		withMachineCPU(measuredVPN(burrowKernelPeer, 2, 6, 10, 0.1, 0.1, 1), 21, 25), // 2.8 and 2.0
+	}
+	got := kernelPathTable(results, 2)
+	for _, want := range []string{
+		"| figure | round 1 | round 2 | median |\n",
+		"| throughput, 1 stream, ÷ the encrypted path's | 4.00 | 3.00 | **3.50** |\n",
+		"| machine CPU-s/GB, 1 stream, ÷ the encrypted path's | 0.25 | 0.35 | **0.30** |\n",
+		// (2.0 − 0.6) × 12.5 and (8.0 − 0.6) × 12.5
+		"| kernel path, 1 stream: machine CPU above the underlay's, % of a core per Gbit/s | 17.5 | – | **17.5** |\n",
+		"| encrypted path, 1 stream: machine CPU above the underlay's, % of a core per Gbit/s | 92.5 | – | **92.5** |\n",
+		"| throughput, 4 streams, ÷ the encrypted path's | 2.50 | 2.50 | **2.50** |\n",
+		"| machine CPU-s/GB, 4 streams, ÷ the encrypted path's | 0.50 | 0.50 | **0.50** |\n",
+		"| kernel path, 4 streams: machine CPU above the underlay's, % of a core per Gbit/s | 17.5 | – | **17.5** |\n",
+		"| encrypted path, 4 streams: machine CPU above the underlay's, % of a core per Gbit/s | 42.5 | – | **42.5** |\n",
+		"(the Warrens paper: about 3 % of a core per Gbit/s, receiving end alone)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("kernel path table lacks\n%s\nin:\n%s", want, got)
+		}
+	}
+	if got := kernelPathTable(threeRounds(), 3); got != "" {
+		t.Errorf("a table without the kernel path measured:\n%s", got)
 	}
 }
 

@@ -15,6 +15,9 @@ func multiRate(r *Result) float64      { return r.Multi.BitsPerSecond }
 func singleCPUPerGB(r *Result) float64 { return r.Single.CPUPerGB() }
 func multiCPUPerGB(r *Result) float64  { return r.Multi.CPUPerGB() }
 
+func singleMachineCPUPerGB(r *Result) float64 { return r.Single.MachineCPUPerGB() }
+func multiMachineCPUPerGB(r *Result) float64  { return r.Multi.MachineCPUPerGB() }
+
 // scaling is how much more the parallel streams carried than one.
 func scaling(r *Result) float64 { return r.Multi.BitsPerSecond / r.Single.BitsPerSecond }
 
@@ -93,15 +96,26 @@ type roundValue struct {
 // roundRatios pairs the VPN's rounds with upstream wireguard-go's: one
 // ratio for every round in which both were measured.
 func roundRatios(results []*Result, name string, f figure) []roundValue {
+	return pairedRounds(results, name, upstreamWireguardPeer.name, f, ratio)
+}
+
+// pairedRounds pairs the VPN's rounds with those of the reference ref:
+// combine of the two figures for every round in which both were measured
+// and combine gives a value.
+func pairedRounds(results []*Result, name, ref string, f figure, combine func(v, ref float64) (float64, bool)) []roundValue {
 	var out []roundValue
 	for _, r := range measuredRounds(results, name) {
-		ref := measuredIn(results, upstreamWireguardPeer.name, r.Round)
-		if ref != nil && f(ref) > 0 {
-			out = append(out, roundValue{Round: r.Round, Value: f(r) / f(ref)})
+		if other := measuredIn(results, ref, r.Round); other != nil {
+			if v, ok := combine(f(r), f(other)); ok {
+				out = append(out, roundValue{Round: r.Round, Value: v})
+			}
 		}
 	}
 	return out
 }
+
+// ratio divides a figure by the reference's, which must not be zero.
+func ratio(v, ref float64) (float64, bool) { return v / ref, ref > 0 }
 
 func valuesOf(ratios []roundValue) []float64 {
 	out := make([]float64, len(ratios))
@@ -128,8 +142,8 @@ func roundTable(results []*Result) string {
 		}
 		rows = append(rows, []string{
 			fmt.Sprint(r.Round), r.Title, up, rtt,
-			mbitsText(r.Single.BitsPerSecond), fmt.Sprint(r.Single.Retransmits), cpuCell(r, r.Single),
-			mbitsText(r.Multi.BitsPerSecond), fmt.Sprint(r.Multi.Retransmits), cpuCell(r, r.Multi),
+			mbitsText(r.Single.BitsPerSecond), fmt.Sprint(r.Single.Retransmits), cpuCell(r, r.Single), perGBText(r.Single.MachineCPUPerGB()),
+			mbitsText(r.Multi.BitsPerSecond), fmt.Sprint(r.Multi.Retransmits), cpuCell(r, r.Multi), perGBText(r.Multi.MachineCPUPerGB()),
 			millis(r.Loaded.P50()) + " / " + millis(r.Loaded.P99()),
 			fmt.Sprintf("%d of %d", r.Loaded.Lost(), r.Loaded.Sent),
 			mbitsText(r.Loaded.Stream.BitsPerSecond), rssCell(r.RSS),
@@ -139,8 +153,8 @@ func roundTable(results []*Result) string {
 		return "Nothing was measured.\n"
 	}
 	return markdownTable([]string{"round", "VPN", "up in (s)", "idle RTT (ms)",
-		"1 stream (Mbit/s)", "retransmits", "CPU-s/GB",
-		fmt.Sprintf("%d streams (Mbit/s)", multiStreams), "retransmits", "CPU-s/GB",
+		"1 stream (Mbit/s)", "retransmits", "CPU-s/GB", "machine CPU-s/GB",
+		fmt.Sprintf("%d streams (Mbit/s)", multiStreams), "retransmits", "CPU-s/GB", "machine CPU-s/GB",
 		"under load p50 / p99 (ms)", "pings lost under load", "the stream meanwhile (Mbit/s)", "peak RSS (MiB) per process"}, rows)
 }
 
@@ -168,7 +182,9 @@ func medianTable(results []*Result) string {
 		rows = append(rows, []string{
 			rs[0].Title, fmt.Sprint(len(rs)), millis(median(rtts)),
 			mbitsText(median(figures(rs, singleRate))), fmt.Sprint(median(retransmits)), single,
+			perGBText(median(figures(rs, singleMachineCPUPerGB))),
 			mbitsText(median(figures(rs, multiRate))), fmt.Sprint(median(multiRetransmits)), multi,
+			perGBText(median(figures(rs, multiMachineCPUPerGB))),
 			fmt.Sprintf("%.2f", median(figures(rs, scaling))),
 			millis(median(p50s)) + " / " + millis(median(p99s)), fmt.Sprint(median(lost)),
 			peakRSSCell(rs),
@@ -178,8 +194,8 @@ func medianTable(results []*Result) string {
 		return "Nothing was measured.\n"
 	}
 	return markdownTable([]string{"VPN", "rounds", "idle RTT (ms)",
-		"1 stream (Mbit/s)", "retransmits", "CPU-s/GB",
-		fmt.Sprintf("%d streams (Mbit/s)", multiStreams), "retransmits", "CPU-s/GB",
+		"1 stream (Mbit/s)", "retransmits", "CPU-s/GB", "machine CPU-s/GB",
+		fmt.Sprintf("%d streams (Mbit/s)", multiStreams), "retransmits", "CPU-s/GB", "machine CPU-s/GB",
 		fmt.Sprintf("%d streams ÷ 1", multiStreams),
 		"under load p50 / p99 (ms)", "pings lost under load", "peak RSS (MiB) per process, largest of the rounds"}, rows)
 }
@@ -193,12 +209,14 @@ func ratioTable(results []*Result, rounds int) string {
 	figuresShown := []struct {
 		title string
 		f     figure
-		cpu   bool
+		cpu   bool // of the VPN's processes, which the baseline has none of
 	}{
 		{"throughput, 1 stream", singleRate, false},
 		{fmt.Sprintf("throughput, %d streams", multiStreams), multiRate, false},
 		{"CPU-s/GB, 1 stream", singleCPUPerGB, true},
 		{fmt.Sprintf("CPU-s/GB, %d streams", multiStreams), multiCPUPerGB, true},
+		{"machine CPU-s/GB, 1 stream", singleMachineCPUPerGB, false},
+		{fmt.Sprintf("machine CPU-s/GB, %d streams", multiStreams), multiMachineCPUPerGB, false},
 	}
 	var rows [][]string
 	for _, name := range vpnNames(results) {
@@ -210,32 +228,84 @@ func ratioTable(results []*Result, rounds int) string {
 			if fig.cpu && !rs[0].HasProcesses {
 				continue
 			}
-			ratios := roundRatios(results, name, fig.f)
-			row := []string{rs[0].Title, fig.title}
-			for round := 1; round <= rounds; round++ {
-				cell := "–"
-				if i := slices.IndexFunc(ratios, func(r roundValue) bool { return r.Round == round }); i >= 0 {
-					cell = fmt.Sprintf("%.2f", ratios[i].Value)
-				}
-				row = append(row, cell)
-			}
-			med := "–"
-			if len(ratios) > 0 {
-				med = fmt.Sprintf("**%.2f**", median(valuesOf(ratios)))
-			}
-			rows = append(rows, append(row, med))
+			rows = append(rows, append([]string{rs[0].Title, fig.title}, roundCells(roundRatios(results, name, fig.f), rounds, "%.2f")...))
 		}
 	}
 	if len(rows) == 0 {
 		return ""
 	}
-	header := []string{"VPN", "÷ upstream wireguard-go"}
+	return "Ratios to upstream wireguard-go in the same round (above 1 means more throughput, or more CPU per GB):\n\n" +
+		markdownTable(roundHeader([]string{"VPN", "÷ upstream wireguard-go"}, rounds), rows)
+}
+
+// roundHeader appends a column per round and one for the median.
+func roundHeader(header []string, rounds int) []string {
 	for round := 1; round <= rounds; round++ {
 		header = append(header, fmt.Sprintf("round %d", round))
 	}
-	header = append(header, "median")
-	return "Ratios to upstream wireguard-go in the same round (above 1 means more throughput, or more CPU per GB):\n\n" +
-		markdownTable(header, rows)
+	return append(header, "median")
+}
+
+// roundCells renders values as the cells of roundHeader's columns: one
+// per round ("–" where there is none) and their median in bold.
+func roundCells(values []roundValue, rounds int, format string) []string {
+	var cells []string
+	for round := 1; round <= rounds; round++ {
+		cell := "–"
+		if i := slices.IndexFunc(values, func(r roundValue) bool { return r.Round == round }); i >= 0 {
+			cell = fmt.Sprintf(format, values[i].Value)
+		}
+		cells = append(cells, cell)
+	}
+	med := "–"
+	if len(values) > 0 {
+		med = "**" + fmt.Sprintf(format, median(valuesOf(values))) + "**"
+	}
+	return append(cells, med)
+}
+
+// warrensCorePerGbit is the receive cost of the Warrens paper's kernel
+// tunnels: about 3 % of a core per Gbit/s.
+const warrensCorePerGbit = 3.0
+
+// corePercentPerGbit converts CPU-seconds per 10^9 bytes into percent of
+// one core per Gbit/s: a Gbit/s is 0.125 GB each second.
+func corePercentPerGbit(cpuPerGB float64) float64 { return cpuPerGB * 0.125 * 100 }
+
+// kernelPathTable sets burrow's kernel path against its encrypted path,
+// round by round (issue 14, item 4): throughput and the machine's CPU per
+// GB against the encrypted path's, and what each path costs the machine
+// beyond the bare underlay, in percent of a core per Gbit/s. The
+// processes' CPU cannot compare them: the kernel path's work is softirq
+// work no process is charged for.
+func kernelPathTable(results []*Result, rounds int) string {
+	if len(measuredRounds(results, burrowKernelPeer.name)) == 0 {
+		return ""
+	}
+	overUnderlay := func(v, ref float64) (float64, bool) { return corePercentPerGbit(v - ref), true }
+	var rows [][]string
+	add := func(title, format string, values []roundValue) {
+		rows = append(rows, append([]string{title}, roundCells(values, rounds, format)...))
+	}
+	kernel, encrypted := burrowKernelPeer.name, burrowPeer.name
+	for _, f := range []struct {
+		streams          string
+		rate, machineCPU figure
+	}{
+		{"1 stream", singleRate, singleMachineCPUPerGB},
+		{fmt.Sprintf("%d streams", multiStreams), multiRate, multiMachineCPUPerGB},
+	} {
+		add("throughput, "+f.streams+", ÷ the encrypted path's", "%.2f", pairedRounds(results, kernel, encrypted, f.rate, ratio))
+		add("machine CPU-s/GB, "+f.streams+", ÷ the encrypted path's", "%.2f", pairedRounds(results, kernel, encrypted, f.machineCPU, ratio))
+		add("kernel path, "+f.streams+": machine CPU above the underlay's, % of a core per Gbit/s", "%.1f",
+			pairedRounds(results, kernel, baselinePeer.name, f.machineCPU, overUnderlay))
+		add("encrypted path, "+f.streams+": machine CPU above the underlay's, % of a core per Gbit/s", "%.1f",
+			pairedRounds(results, encrypted, baselinePeer.name, f.machineCPU, overUnderlay))
+	}
+	return fmt.Sprintf("burrow's kernel path against its encrypted path (issue 14, item 4), each round against the same round's encrypted path "+
+		"or underlay. Above the underlay's = (machine CPU-s/GB − the underlay's) × 12.5: the CPU the path adds per Gbit/s on both ends, "+
+		"sending and receiving, beyond what iperf3 and the kernel's TCP cost anyway (the Warrens paper: about %.0f %% of a core per Gbit/s, receiving end alone):\n\n",
+		warrensCorePerGbit) + markdownTable(roundHeader([]string{"figure"}, rounds), rows)
 }
 
 // issueTargets checks burrow against the targets of issue 14.
@@ -424,6 +494,8 @@ func peakRSSCell(rs []*Result) string {
 }
 
 func mbitsText(bps float64) string { return fmt.Sprintf("%.0f", bps/1e6) }
+
+func perGBText(cpuPerGB float64) string { return fmt.Sprintf("%.2f", cpuPerGB) }
 
 // plural renders a count with its noun: "1 paired round", "3 paired rounds".
 func plural(n int, noun string) string {

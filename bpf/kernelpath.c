@@ -21,7 +21,7 @@
 //
 // Wire format: [IPv4][UDP to kp_port][Ethernet frame], nothing else; the
 // probe, which the daemon sends before it trusts the path, carries the
-// version. Built with clang -O2 -g -target bpf (see bpf/README.md).
+// version. Built with clang -O2 -g -target bpf (see runtime/kernelpath/gen.go).
 
 #include <linux/bpf.h>
 #include <linux/if_ether.h>

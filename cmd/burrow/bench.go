@@ -26,21 +26,30 @@ func init() {
 		Use:   "bench",
 		Short: "Benchmark burrow's data path against other VPNs",
 		Long: `Build a lab of two network namespaces joined by a plain veth underlay and
-measure, on those same two namespaces, burrow, upstream wireguard-go,
-Debian's wireguard-go, tinc 1.0 in switch mode, nebula, n2n and no VPN at
-all (the underlay always runs, as the reference).
+measure, on those same two namespaces, burrow, burrow with its kernel path
+(burrow-kernel: the same two daemons with kernel_path on, trusting each
+other's underlay address, measured once both logs say "kernel path to peer
+up"; unencrypted, skipped where the kernel cannot load its eBPF programs),
+upstream wireguard-go, Debian's wireguard-go, tinc 1.0 in switch mode,
+nebula, n2n and no VPN at all (the underlay always runs, as the reference).
 
 The VPNs run in --rounds paired rounds: in each round every VPN in turn is
 brought up, measured and stopped (burrow, wireguard-go, burrow,
 wireguard-go, ...), so that each round's ratios compare VPNs that met the
 same machine within minutes. Per VPN and round: mean ping RTT; iperf3 TCP
 throughput and retransmits with 1 stream and with 4 (-P 4); CPU-seconds per
-GB over both ends' processes (and each process's share); peak RSS of each
-process; and latency under load: ping -i 0.01 through the tunnel while a
-single iperf3 stream saturates it, p50 and p99 of the per-reply times.
-The report gives every round, the medians, each round's ratios to upstream
-wireguard-go with their median, and checks burrow against the targets of
-issue 14 and the standing ones in docs/benchmarks.md.
+GB over both ends' processes (and each process's share); machine CPU-seconds
+per GB: the busy time of all CPUs from /proc/stat (user, nice, system, irq,
+softirq, steal) during the test, which counts iperf3, the kernel and the
+softirq work no process is charged for, where the kernel path does its
+work (for none, the cost of iperf3 and the kernel alone; anything else the
+machine runs meanwhile counts too); peak RSS of each process; and latency
+under load: ping -i 0.01 through the tunnel while a single iperf3 stream
+saturates it, p50 and p99 of the per-reply times. The report gives every
+round, the medians, each round's ratios to upstream wireguard-go with
+their median, the kernel path against the encrypted path round by round,
+and checks burrow against the targets of issue 14 and the standing ones in
+docs/benchmarks.md.
 
 --profile DIR samples both burrow daemons with perf record (cpu-clock,
 call graphs) during one more single-stream test in burrow's first round,
@@ -59,6 +68,7 @@ and appended to --out as a new section. Needs root.`,
 		Example: `  bench/install-peers.sh
   CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench --rounds 3 --peers burrow,wireguard-go --out docs/benchmarks.md
   burrow bench --rounds 3 --peers burrow,wireguard-go --profile /tmp/burrow-profile --out ""
+  burrow bench --rounds 3 --peers burrow,burrow-kernel,wireguard-go --out docs/benchmarks.md
   burrow bench --rounds 1 --seconds 10 --out docs/benchmarks.md      # every VPN once
   burrow bench --seconds 3 --rounds 1 --peers none,burrow,wireguard-go --out ""`,
 		Args: cobra.NoArgs,
