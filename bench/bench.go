@@ -331,8 +331,8 @@ func (b *bencher) runPeer(ctx context.Context, round int, p *peer, version strin
 		if *test.result, err = b.streamTest(ctx, t, test.streams); err != nil {
 			return fail("iperf3 with %d streams through the tunnel: %v", test.streams, err)
 		}
-		fmt.Fprintf(b.progress, "   iperf3 %d s, %s: %.0f Mbit/s, %d retransmits, %.2f CPU-s\n",
-			b.opts.Seconds, plural(test.streams, "stream"), test.result.BitsPerSecond/1e6, test.result.Retransmits, test.result.CPUSeconds())
+		fmt.Fprintf(b.progress, "   iperf3 %d s, %s: %.0f Mbit/s, %d retransmits, %.2f CPU-s, the machine's %.2f CPU-s\n",
+			b.opts.Seconds, plural(test.streams, "stream"), test.result.BitsPerSecond/1e6, test.result.Retransmits, test.result.CPUSeconds(), test.result.MachineCPU)
 	}
 	if r.Loaded, err = latencyUnderLoad(ctx, b.a, t.target, b.opts.Seconds); err != nil {
 		return fail("latency under load: %v", err)

@@ -105,12 +105,15 @@ func (r *Report) Markdown(m Machine) string {
 		"iperf3 and the kernel on both ends, the VPN, softirq work no process is charged for (a kernel path's), and whatever else the machine ran meanwhile; "+
 		"under load = %d pings at %v (ping -i %.2f) from a to b through the tunnel from %v after the start of another %d s single stream, "+
 		"p50 and p99 of the per-reply times; peak RSS = each process's VmHWM at the end of its round\n\n",
-		plural(r.Rounds, "paired round"), strings.Join(titles, ", "), pingCount, pingInterval, r.Seconds, multiStreams,
+		plural(r.Rounds, "paired round"), strings.Join(titles, "; "), pingCount, pingInterval, r.Seconds, multiStreams,
 		loadPings(r.Seconds), loadPingInterval, loadPingInterval.Seconds(), loadRampUp, r.Seconds)
 	b.WriteString(roundTable(r.Results))
 	b.WriteString("\nMedians over the rounds:\n\n")
 	b.WriteString(medianTable(r.Results))
 	b.WriteString("\n")
+	if busy := machineBusyText(r.Results, r.Seconds, m.CPUs); busy != "" {
+		b.WriteString(busy + "\n")
+	}
 	b.WriteString(ratioTable(r.Results, r.Rounds))
 	if kernel := kernelPathTable(r.Results, r.Rounds); kernel != "" {
 		b.WriteString("\n")

@@ -159,6 +159,24 @@ func TestMedianTable(t *testing.T) {
 	}
 }
 
+func TestMachineBusyText(t *testing.T) {
+	results := threeRounds()
+	for _, r := range results {
+		withMachineCPU(r, 19.6, 20)
+	}
+	results[3].Failed = "did not come up" // its zeros do not count
+	results[3].Single.MachineCPU = 0
+	want := "The machine's CPUs were busy 1.96 to 2.00 of 2, on average, during the stream tests: all of them in every test, " +
+		"so machine CPU-s/GB is 2 CPUs ÷ the throughput and tells no more than the throughput; it shows what a path costs only where the CPUs have time to spare.\n"
+	if got := machineBusyText(results, 10, 2); got != want {
+		t.Errorf("busy text\n%s\nwant\n%s", got, want)
+	}
+	withMachineCPU(results[0], 12, 20)
+	if got, want := machineBusyText(results, 10, 2), "The machine's CPUs were busy 1.20 to 2.00 of 2, on average, during the stream tests.\n"; got != want {
+		t.Errorf("busy text %q, want %q", got, want)
+	}
+}
+
 // TestKernelPathTable: the kernel path against the encrypted path of the
 // same round, and what each costs the machine beyond the underlay of the
 // same round; the underlay failed in round 2.

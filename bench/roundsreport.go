@@ -264,6 +264,33 @@ func roundCells(values []roundValue, rounds int, format string) []string {
 	return append(cells, med)
 }
 
+// saturatedShare is the share of the machine's CPUs busy in every stream
+// test above which the report calls them all busy.
+const saturatedShare = 0.95
+
+// machineBusyText says how many of the machine's cpus were busy, on
+// average, during the stream tests of seconds each. Where that is all of
+// them, the machine's CPU per GB is the CPUs over the throughput and says
+// nothing the throughput does not.
+func machineBusyText(results []*Result, seconds, cpus int) string {
+	var busy []float64
+	for _, r := range results {
+		if r.measured() {
+			busy = append(busy, r.Single.MachineCPU/float64(seconds), r.Multi.MachineCPU/float64(seconds))
+		}
+	}
+	if len(busy) == 0 || cpus < 1 {
+		return ""
+	}
+	lo := slices.Min(busy)
+	text := fmt.Sprintf("The machine's CPUs were busy %.2f to %.2f of %d, on average, during the stream tests", lo, slices.Max(busy), cpus)
+	if lo >= saturatedShare*float64(cpus) {
+		text += fmt.Sprintf(": all of them in every test, so machine CPU-s/GB is %d CPUs ÷ the throughput and tells no more than the throughput; "+
+			"it shows what a path costs only where the CPUs have time to spare", cpus)
+	}
+	return text + ".\n"
+}
+
 // warrensCorePerGbit is the receive cost of the Warrens paper's kernel
 // tunnels: about 3 % of a core per Gbit/s.
 const warrensCorePerGbit = 3.0
