@@ -63,7 +63,9 @@ type FormationResult struct {
 	// started the last.
 	StartedWithin time.Duration
 	Formation     *convergence
-	Idle          *idleResult
+	// Phases is each daemon's own account of its join, read once it idled.
+	Phases *joinPhases
+	Idle   *idleResult
 	// MemoryUsed is how far the machine's available memory fell from
 	// before the lab was built to the end of the quiet window: daemons,
 	// namespaces, links and TAPs, and whatever else the machine's other
@@ -224,6 +226,7 @@ func (r *formationRun) measure(ctx context.Context, res *FormationResult, availa
 	if res.Idle, err = r.idle(ctx); err != nil {
 		return err
 	}
+	res.Phases = readJoinPhases(r.nodes)
 	if available, err := availableMemory(); err == nil && available < availableBefore {
 		res.MemoryUsed = availableBefore - available
 	}
@@ -243,6 +246,37 @@ func (r *formationRun) measure(ctx context.Context, res *FormationResult, availa
 		}
 	}
 	return nil
+}
+
+// joinPhases is what the daemons' statuses say of their joins (the
+// overlay's formation part): for each phase, the seconds from each
+// daemon's own start to reaching it, for the daemons that did.
+type joinPhases struct {
+	FirstLink, Joined, Settled, LongLinks []float64
+	// Read counts the daemons whose status was read; Unjoins sums their
+	// falls back from joined.
+	Read, Unjoins int
+}
+
+func readJoinPhases(nodes []*cluster.Node) *joinPhases {
+	p := &joinPhases{}
+	for _, place := range cluster.TakeRingSnapshot(nodes).Places {
+		if place.Status == nil {
+			continue
+		}
+		f := place.Status.Overlay.Formation
+		p.Read++
+		p.Unjoins += f.Unjoins
+		for _, phase := range []struct {
+			to    *[]float64
+			after float64
+		}{{&p.FirstLink, f.FirstLinkAfter}, {&p.Joined, f.JoinedAfter}, {&p.Settled, f.SettledAfter}, {&p.LongLinks, f.LongLinksAfter}} {
+			if phase.after > 0 {
+				*phase.to = append(*phase.to, phase.after)
+			}
+		}
+	}
+	return p
 }
 
 // convergence is how a ring came together, after the start or after

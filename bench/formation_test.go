@@ -172,3 +172,22 @@ func TestSoakTableSummarizesLongLivedDaemons(t *testing.T) {
 		t.Errorf("details %q", details)
 	}
 }
+
+func TestPhasesTableCountsWhoDidNotGetThere(t *testing.T) {
+	results := []*FormationResult{
+		{Nodes: 4, Phases: &joinPhases{
+			FirstLink: []float64{0.1, 0.2, 0.3, 0.4}, Joined: []float64{0.2, 0.3, 0.4, 0.5},
+			Settled: []float64{1, 2, 3}, Read: 4, Unjoins: 1,
+		}},
+		{Nodes: 8},
+	}
+	want := "| nodes | statuses read | first link (s) median / p90 / max | joined (s) median / p90 / max | settled (s) median / p90 / max | all long links (s) median / p90 / max | unjoins, all daemons |\n" +
+		"| --- | --- | --- | --- | --- | --- | --- |\n" +
+		"| 4 | 4 | 0.20 / 0.40 / 0.40 | 0.30 / 0.50 / 0.50 | 2.00 / 3.00 / 3.00 (3 of 4) | none of 4 | 1 |\n"
+	if got := phasesTable(results); got != want {
+		t.Errorf("got\n%s\nwant\n%s", got, want)
+	}
+	if got := phasesTable(results[1:]); got != "" {
+		t.Errorf("no phases read: got %q", got)
+	}
+}

@@ -28,6 +28,12 @@ func (r *FormationReport) Markdown(m Machine) string {
 		"every daemon's status is read, %d at a time, at most every %v, so a time is late by up to one reading (last column)\n\n",
 		cluster.StatusReaders, snapshotEvery)
 	b.WriteString(formationTable(r.Results))
+	if phases := phasesTable(r.Results); phases != "" {
+		b.WriteString("\nWhere each join spent its time, by the daemons' own clocks (`overlay.formation` in `burrow status --json`, read after the quiet window below): " +
+			"seconds from each daemon's start to its first link up, to joined (its link to its first successor up), to settled (its successor names it as predecessor " +
+			"and its link to its predecessor is up) and to all its long-distance links up:\n\n")
+		b.WriteString(phases)
+	}
 	if quiet := idleTable(r.Results); quiet != "" {
 		fmt.Fprintf(&b, "\nOnce formed, after %v untouched (no status reads, no traffic): RSS = VmRSS at the end, peak = VmHWM; "+
 			"idle CPU = utime + stime over the %v; PSS = proportional set size, pages shared among the daemons (the binary's) divided among them, so that they add up; "+
@@ -77,6 +83,34 @@ func formationTable(results []*FormationResult) string {
 	}
 	return markdownTable([]string{"nodes", "all started within (s)", "joined (s) min / median / max", "all joined (s)",
 		"ring consistent (s)", "joined count went down", "one reading (s) min / median / max"}, rows)
+}
+
+// phasesTable has one row per size whose phases were read.
+func phasesTable(results []*FormationResult) string {
+	var rows [][]string
+	for _, res := range results {
+		p := res.Phases
+		if p == nil {
+			continue
+		}
+		phase := func(xs []float64) string {
+			if len(xs) == 0 {
+				return fmt.Sprintf("none of %d", p.Read)
+			}
+			s := fmt.Sprintf("%.2f / %.2f / %.2f", percentile(xs, 50), percentile(xs, 90), slices.Max(xs))
+			if len(xs) < p.Read {
+				s += fmt.Sprintf(" (%d of %d)", len(xs), p.Read)
+			}
+			return s
+		}
+		rows = append(rows, []string{fmt.Sprint(res.Nodes), fmt.Sprint(p.Read),
+			phase(p.FirstLink), phase(p.Joined), phase(p.Settled), phase(p.LongLinks), fmt.Sprint(p.Unjoins)})
+	}
+	if len(rows) == 0 {
+		return ""
+	}
+	return markdownTable([]string{"nodes", "statuses read", "first link (s) median / p90 / max", "joined (s) median / p90 / max",
+		"settled (s) median / p90 / max", "all long links (s) median / p90 / max", "unjoins, all daemons"}, rows)
 }
 
 // idleTable has one row per size that idled.
