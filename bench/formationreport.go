@@ -29,7 +29,7 @@ func (r *FormationReport) Markdown(m Machine) string {
 		cluster.StatusReaders, snapshotEvery)
 	b.WriteString(formationTable(r.Results))
 	if phases := phasesTable(r.Results); phases != "" {
-		b.WriteString("\nWhere each join spent its time, by the daemons' own clocks (`overlay.formation` in `burrow status --json`, read after the quiet window below): " +
+		b.WriteString("\nWhere each join spent its time, by the daemons' own clocks (the `formation` part of `overlay` in `burrow status --json`, read after the quiet window below): " +
 			"seconds from each daemon's start to its first link up, to joined (its link to its first successor up), to settled (its successor names it as predecessor " +
 			"and its link to its predecessor is up) and to all its long-distance links up:\n\n")
 		b.WriteString(phases)
