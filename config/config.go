@@ -48,7 +48,7 @@ type Config struct {
 	NAT  NAT   `yaml:"nat"`
 	// KernelPath carries frames to peers in trusted underlays in the
 	// kernel, unencrypted; off by default.
-	KernelPath KernelPath `yaml:"kernel_path"`
+	KernelPath KernelPath `yaml:"kernel_path,omitempty"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string    `yaml:"control_socket"`
 	Metrics       Metrics   `yaml:"metrics"`

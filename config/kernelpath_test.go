@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"gopkg.in/yaml.v3"
 )
 
 func TestKernelPathIsOffByDefault(t *testing.T) {
@@ -89,5 +91,18 @@ func TestIsPrivatePrefix(t *testing.T) {
 		if got := IsPrivatePrefix(netip.MustParsePrefix(p)); got != want {
 			t.Errorf("IsPrivatePrefix(%s) = %v", p, got)
 		}
+	}
+}
+
+// A configuration written by a program (the labs, the benchmarks) without
+// the kernel path does not name it, so that builds from before it was
+// added, which refuse unknown keys, still read the file.
+func TestAConfigWithoutTheKernelPathDoesNotNameIt(t *testing.T) {
+	out, err := yaml.Marshal(Config{Network: "n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(out), "kernel_path") {
+		t.Errorf("a configuration without the kernel path names it:\n%s", out)
 	}
 }
