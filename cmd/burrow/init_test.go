@@ -228,7 +228,7 @@ func keyPaths(prefix string, v any) []string {
 func fieldPaths(prefix string, t reflect.Type) []string {
 	var out []string
 	for f := range t.Fields() {
-		tag := f.Tag.Get("yaml")
+		tag, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if tag == "" || tag == "-" {
 			continue
 		}
