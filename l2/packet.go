@@ -183,3 +183,29 @@ func (p ipPacket) ipv4ID(frame []byte) uint16 {
 	}
 	return binary.BigEndian.Uint16(frame[p.ipOff+4:])
 }
+
+// FlowHash hashes what tells a frame's transport flow apart — its IP
+// addresses, protocol and, for TCP and UDP, ports; for frames that are
+// not IP, its MAC addresses and EtherType — so that a fair queue can give
+// every flow its own share. Frames of one flow hash alike; it is FNV-1a,
+// fixed, since it only spreads flows and guards nothing.
+func FlowHash(frame []byte) uint32 {
+	const offset, prime = 2166136261, 16777619
+	h := uint32(offset)
+	add := func(b []byte) {
+		for _, c := range b {
+			h = (h ^ uint32(c)) * prime
+		}
+	}
+	p, err := parseIP(frame)
+	if err != nil {
+		add(frame[:min(len(frame), EthernetHeaderLen)])
+		return h
+	}
+	add(p.addrs(frame))
+	h = (h ^ uint32(p.proto)) * prime
+	if (p.proto == ipProtoTCP || p.proto == ipProtoUDP) && !p.fragment && p.l4Off+4 <= p.end {
+		add(frame[p.l4Off : p.l4Off+4])
+	}
+	return h
+}

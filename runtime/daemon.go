@@ -22,6 +22,7 @@ import (
 	"burrow/nid"
 	"burrow/node"
 	"burrow/overlay"
+	"burrow/runtime/fq"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
 	"burrow/wire"
@@ -222,12 +223,14 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if d.dev != nil {
 		queues = d.dev.NumQueues()
 	}
-	d.wg.Add(2 + queues)
+	d.wg.Add(2 + 2*queues)
 	go d.runCore(ctx)
 	go d.runSocketReader()
 	d.allocateTURN(ctx)
 	for i := range queues {
-		go d.runTAPReader(d.dev.Queue(i))
+		q := fq.New(tapQueueBuffers, tapReadLen, tapQueueFlows)
+		go d.runTAPReader(d.dev.Queue(i), q)
+		go d.runTAPWorker(q, ctx.Done())
 	}
 	go d.control.serve()
 	return d, nil

@@ -8,38 +8,85 @@ import (
 
 	"burrow/l2"
 	"burrow/link"
+	"burrow/node"
+	"burrow/runtime/codel"
+	"burrow/runtime/fq"
 	"burrow/runtime/tap"
 	"burrow/runtime/turnc"
 	"burrow/runtime/udpio"
 )
 
-// runTAPReader moves frames from one TAP queue into the tunnel.
-func (d *Daemon) runTAPReader(q *tap.Queue) {
+// runTAPReader drains one TAP queue into its fair queue as fast as the
+// kernel fills it, so that no frame waits in the kernel's ring behind a
+// bulk stream; runTAPWorker sends what it queues.
+func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
 	defer d.wg.Done()
-	w := d.newWorker(nil)
-	dp := d.node.Dataplane()
-	buf := make([]byte, tapReadLen)
 	vnet := d.dev.Offloads().VnetHdr
+	p := q.Get()
 	for {
-		n, err := q.Read(buf)
+		n, err := tq.Read(p.Buf)
 		if err != nil {
 			if !closedErr(err) {
 				d.log.Error("TAP read failed", "err", err)
 			}
 			return
 		}
-		var hdr l2.VirtioNetHdr
-		frame := buf[:n]
+		p.Frame, p.Hdr = p.Buf[:n], l2.VirtioNetHdr{}
 		if vnet {
-			if err := hdr.Decode(frame); err != nil {
+			if err := p.Hdr.Decode(p.Frame); err != nil {
 				continue
 			}
-			frame = frame[l2.VirtioNetHdrLen:]
+			p.Frame = p.Frame[l2.VirtioNetHdrLen:]
 		}
-		dp.FromTAP(w, hdr, frame, time.Now().UnixNano())
-		w.Tx.Flush()
+		q.Put(p, time.Duration(time.Now().UnixNano()))
+		p = q.Get()
 	}
 }
+
+// runTAPWorker moves the frames of one TAP queue's fair queue into the
+// tunnel, in the order the queue gives, until done is closed. It sends
+// after every few frames and whenever the queue runs dry.
+func (d *Daemon) runTAPWorker(q *fq.Queue, done <-chan struct{}) {
+	defer d.wg.Done()
+	w := d.newWorker(nil)
+	dp := d.node.Dataplane()
+	unsent := 0
+	for {
+		now := time.Now().UnixNano()
+		p := q.Next(time.Duration(now))
+		if p == nil {
+			if unsent > 0 {
+				w.Tx.Flush()
+				unsent = 0
+			}
+			select {
+			case <-q.Ready():
+				continue
+			case <-done:
+				return
+			}
+		}
+		dp.FromTAP(w, p.Hdr, p.Frame, now)
+		q.Release(p)
+		if unsent++; unsent == tapFlushEvery {
+			w.Tx.Flush()
+			unsent = 0
+		}
+	}
+}
+
+// tapFlushEvery is how many TAP frames the worker sends at once at most
+// while more wait: one segmented frame already fills a send, and a ping
+// behind it waits for no more than a few.
+const tapFlushEvery = 4
+
+// TAP fair queue sizes: enough buffers for a few milliseconds of 64 KiB
+// frames at the rates one core encrypts, and flows enough that a bulk
+// stream rarely shares a queue with anything else.
+const (
+	tapQueueBuffers = 32
+	tapQueueFlows   = 64
+)
 
 // tapWriter coalesces frames bound for the TAP and writes them in as few
 // system calls as the kernel allows.
@@ -49,11 +96,33 @@ type tapWriter struct {
 	gro  *l2.Coalescer // nil when the TAP has no virtio header
 	buf  []byte
 	fail error
+	// aqm keeps the socket's receive queue short (nil without one): the
+	// socket reader sets now and the current datagram's time in the queue
+	// before handing it to the core.
+	aqm          *codel.CoDel
+	now, sojourn time.Duration
 }
+
+// bulkFrameLen is the size from which a frame may be dropped to shorten a
+// standing queue: such frames carry bulk transfers, whose TCP senders slow
+// down when one is lost, while pings, DNS, keystrokes, acknowledgements
+// and voice are smaller and never dropped.
+const bulkFrameLen = 1000
+
+// Queue targets of the receive side's CoDel: a queue that stays above
+// aqmTarget for an aqmInterval (a few round trips of a LAN or a nearby
+// site) gets a bulk frame dropped, then more, faster, until it shrinks.
+const (
+	aqmTarget   = time.Millisecond
+	aqmInterval = 10 * time.Millisecond
+)
 
 func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
 	if t.q == nil {
 		return // no TAP device: a beacon
+	}
+	if t.aqm != nil && len(frame) >= bulkFrameLen && t.aqm.Drop(t.now, t.sojourn) {
+		return
 	}
 	if t.gro == nil {
 		t.d.writeTAP(t.q, t.buf, frame, off)
@@ -95,8 +164,8 @@ func (t *tapWriter) write(pkt []byte) error {
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
 	tw := d.newTAPWriter(true)
+	tw.aqm = codel.New(aqmTarget, aqmInterval)
 	w := d.newWorker(tw)
-	dp := d.node.Dataplane()
 	msgs := make([]udpio.Message, rxBatch)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, rxBufLen)
@@ -110,33 +179,55 @@ func (d *Daemon) runSocketReader() {
 			return
 		}
 		now := time.Now().UnixNano()
-		for _, m := range msgs[:n] {
-			data := m.Buf[:m.N]
-			seg := m.SegmentSize
-			if seg <= 0 {
-				seg = len(data)
-			}
-			from := link.UDPEndpoint(m.Addr)
-			if len(data) == 0 {
-				dp.FromNetwork(w, from, data, now) // counted, like any garbage
-			}
-			for len(data) > 0 {
-				one := data[:min(seg, len(data))]
-				data = data[len(one):]
-				if d.tr.turn != nil && m.Addr == d.tr.turn.Server() {
-					switch kind, peer, payload := d.tr.turn.HandleFromServer(one); kind {
-					case turnc.PeerData:
-						dp.FromNetwork(w, link.Endpoint{Via: link.TURN, Addr: peer}, payload, now)
-						continue
-					case turnc.Control:
-						continue
-					}
+		// Small datagrams first: a ping or a keystroke read with a batch
+		// of bulk data does not wait for the bulk's decryption. The
+		// replay window takes the reordering.
+		for _, small := range []bool{true, false} {
+			for i := range msgs[:n] {
+				if m := &msgs[i]; (m.N <= smallDatagram) == small {
+					d.fromSocket(w, tw, m, now)
 				}
-				dp.FromNetwork(w, from, one, now)
+			}
+			tw.flush()
+			w.Tx.Flush()
+		}
+	}
+}
+
+// smallDatagram is the size up to which a datagram carries no bulk data:
+// pings, acknowledgements, keystrokes, DNS, the overlay's control.
+const smallDatagram = 512
+
+// fromSocket hands one received message, several coalesced datagrams
+// perhaps, to the core.
+func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, now int64) {
+	dp := d.node.Dataplane()
+	data := m.Buf[:m.N]
+	seg := m.SegmentSize
+	if seg <= 0 {
+		seg = len(data)
+	}
+	if m.Received != 0 {
+		t := time.Now().UnixNano()
+		tw.now, tw.sojourn = time.Duration(t), time.Duration(t-m.Received)
+	}
+	from := link.UDPEndpoint(m.Addr)
+	if len(data) == 0 {
+		dp.FromNetwork(w, from, data, now) // counted, like any garbage
+	}
+	for len(data) > 0 {
+		one := data[:min(seg, len(data))]
+		data = data[len(one):]
+		if d.tr.turn != nil && m.Addr == d.tr.turn.Server() {
+			switch kind, peer, payload := d.tr.turn.HandleFromServer(one); kind {
+			case turnc.PeerData:
+				dp.FromNetwork(w, link.Endpoint{Via: link.TURN, Addr: peer}, payload, now)
+				continue
+			case turnc.Control:
+				continue
 			}
 		}
-		tw.flush()
-		w.Tx.Flush()
+		dp.FromNetwork(w, from, one, now)
 	}
 }
 

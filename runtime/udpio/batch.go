@@ -98,7 +98,7 @@ func (c *Conn) ReadBatch(msgs []Message) (int, error) {
 		m := &msgs[i]
 		m.N = int(h.Len)
 		m.Addr = readSockaddr(&b.names[i])
-		m.SegmentSize = groSegmentSize(b.control(i)[:h.Hdr.Controllen])
+		m.SegmentSize, m.Received = parseReadControl(b.control(i)[:h.Hdr.Controllen])
 		if m.SegmentSize >= m.N {
 			m.SegmentSize = 0
 		}

@@ -47,6 +47,11 @@ type Message struct {
 	// datagrams from Addr into Buf[:N]: each is SegmentSize bytes long except
 	// possibly the last. The caller splits them. Ignored on send.
 	SegmentSize int
+	// Received, on receive, is when the kernel took the datagram in, in
+	// Unix nanoseconds (zero where the kernel gives no timestamp): the
+	// time it then waited in the socket's queue is the receive side's
+	// standing queue. Ignored on send.
+	Received int64
 }
 
 // Conn is a UDP socket. ReadBatch, WriteBatch and WriteTo may run at the
@@ -80,7 +85,7 @@ func Listen(addr netip.AddrPort) (*Conn, error) {
 	c := &Conn{
 		udp:   udp,
 		local: udp.LocalAddr().(*net.UDPAddr).AddrPort(),
-		read:  newBatch(unix.SYS_RECVMMSG, groCmsgSpace),
+		read:  newBatch(unix.SYS_RECVMMSG, readCmsgSpace),
 		write: newBatch(unix.SYS_SENDMMSG, segmentCmsgSpace),
 	}
 	if c.raw, err = udp.SyscallConn(); err != nil {

@@ -292,3 +292,27 @@ func TestListenRefusesInvalidAddress(t *testing.T) {
 		t.Fatal("Listen on the zero AddrPort succeeded")
 	}
 }
+
+// TestReceiveTimeIsTheKernels: a datagram that waited in the socket's
+// queue says when the kernel took it in, so the reader can tell how long
+// it waited.
+func TestReceiveTimeIsTheKernels(t *testing.T) {
+	receiver := listen(t, "127.0.0.1:0")
+	sender := listen(t, "127.0.0.1:0")
+	sent := time.Now()
+	writeAll(t, sender, receiver.LocalAddr(), payloads(1, 100))
+	const wait = 50 * time.Millisecond
+	time.Sleep(wait)
+	msgs := []Message{{Buf: make([]byte, ReadBufSize)}}
+	if _, err := receiver.ReadBatch(msgs); err != nil {
+		t.Fatal(err)
+	}
+	read := time.Now()
+	received := time.Unix(0, msgs[0].Received)
+	if received.Before(sent.Add(-time.Millisecond)) || received.After(read) {
+		t.Fatalf("received at %v; sent at %v, read at %v", received, sent, read)
+	}
+	if waited := read.Sub(received); waited < wait {
+		t.Errorf("the datagram waited %v in the queue by its timestamp; it waited at least %v", waited, wait)
+	}
+}
