@@ -53,6 +53,7 @@ type Daemon struct {
 	err          error
 	tr           transports
 	kp           *kernelPath // kernel_path, when enabled
+	tapQueues    []*fq.Queue // one per TAP queue, closed once its goroutines end
 }
 
 const (
@@ -229,6 +230,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	d.allocateTURN(ctx)
 	for i := range queues {
 		q := fq.New(tapQueueBuffers, tapReadLen, tapQueueFlows)
+		d.tapQueues = append(d.tapQueues, q)
 		go d.runTAPReader(d.dev.Queue(i), q)
 		go d.runTAPWorker(q, ctx.Done())
 	}
@@ -372,7 +374,13 @@ func (d *Daemon) runCore(ctx context.Context) {
 	var saved []overlay.Info
 	defer func() {
 		d.closeIO()
-		go func() { d.wg.Wait(); close(d.done) }()
+		go func() {
+			d.wg.Wait()
+			for _, q := range d.tapQueues {
+				q.Close()
+			}
+			close(d.done)
+		}()
 	}()
 	d.serveCore(ctx, timer, save.C, func() {
 		if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {

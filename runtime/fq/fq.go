@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"burrow/l2"
 	"burrow/runtime/codel"
 )
@@ -58,6 +60,9 @@ type Queue struct {
 	// Drops counts the frames dropped: by CoDel, or to make room.
 	Drops uint64
 	ready chan struct{}
+	// mapped is the buffers' mapping, unmapped by Close; nil when they
+	// are on the heap.
+	mapped []byte
 }
 
 // Tuning, after fq_codel's defaults for a LAN: a flow's quantum is one
@@ -69,7 +74,11 @@ const (
 )
 
 // New makes a Queue of buffers of bufLen bytes, spreading frames over
-// flows queues.
+// flows queues. The buffers are mapped apart from Go's heap, so that they
+// neither raise the garbage collector's goal nor take memory before a
+// frame is read into them: an idle daemon's queues cost nothing, and a
+// lightly loaded one's only the few buffers at the top of the free list,
+// which is used last in, first out.
 func New(buffers, bufLen, flows int) *Queue {
 	q := &Queue{
 		free:     make([]*Packet, 0, buffers),
@@ -78,7 +87,12 @@ func New(buffers, bufLen, flows int) *Queue {
 		oldFlows: newRing(flows),
 		ready:    make(chan struct{}, 1),
 	}
-	slab := make([]byte, buffers*bufLen)
+	slab, err := unix.Mmap(-1, 0, buffers*bufLen, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err == nil {
+		q.mapped = slab
+	} else {
+		slab = make([]byte, buffers*bufLen)
+	}
 	for i := range buffers {
 		q.free = append(q.free, &Packet{Buf: slab[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]})
 	}
@@ -172,6 +186,15 @@ func (q *Queue) Next(now time.Duration) *Packet {
 		}
 		f.deficit -= len(p.Frame)
 		return p
+	}
+}
+
+// Close gives the buffers' memory back; the reader and the worker must
+// have stopped.
+func (q *Queue) Close() {
+	if q.mapped != nil {
+		_ = unix.Munmap(q.mapped)
+		q.mapped = nil
 	}
 }
 
