@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,35 +25,6 @@ func churnRing(t *testing.T, n int) *cluster.Network {
 	}
 	startRing(t, nw)
 	return nw
-}
-
-// forwarding returns the nodes other than the flow's ends that relay at
-// least a megabyte of it within a second: the bridges on its path.
-func forwarding(t *testing.T, nodes []*cluster.Node, ends ...*cluster.Node) []*cluster.Node {
-	t.Helper()
-	sent := func(n *cluster.Node) uint64 {
-		st, err := n.Status()
-		if err != nil {
-			return 0
-		}
-		var total uint64
-		for _, l := range st.Links {
-			total += l.TxBytes
-		}
-		return total
-	}
-	before := map[*cluster.Node]uint64{}
-	for _, n := range nodes {
-		before[n] = sent(n)
-	}
-	time.Sleep(time.Second)
-	var out []*cluster.Node
-	for _, n := range nodes {
-		if !slices.Contains(ends, n) && sent(n)-before[n] > 1<<20 {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 // TestFlowRidesThroughChurn: a TCP flow across a ring of 10 bridges keeps
@@ -90,7 +60,7 @@ func TestFlowRidesThroughChurn(t *testing.T) {
 	}
 	time.Sleep(4 * time.Second)
 	victim := func() *cluster.Node {
-		path := forwarding(t, ring, a, b)
+		path := cluster.Forwarding(ctxFor(t, 5*time.Second), ring, time.Second, 1<<20, a, b)
 		if len(path) == 0 {
 			t.Fatal("no bridge carries the flow: it does not cross the ring")
 		}
