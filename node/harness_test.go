@@ -29,6 +29,9 @@ type testNet struct {
 	// blocked drops datagrams between two addresses (from, to), as a
 	// firewall or NAT that lets nothing through would.
 	blocked map[[2]netip.AddrPort]bool
+	// stalled nodes' cores get no ticks and handle no events, as on a
+	// machine too loaded to run them, while their data paths go on.
+	stalled map[*testNode]bool
 }
 
 type packet struct {
@@ -133,7 +136,7 @@ func (w *testNet) drain() {
 		}
 		progressed := false
 		for _, n := range w.nodes {
-			for len(n.slow) > 0 {
+			for len(n.slow) > 0 && !w.stalled[n] {
 				ev := n.slow[0]
 				n.slow = n.slow[1:]
 				n.node.Handle(ev, w.now)
@@ -162,7 +165,7 @@ func (w *testNet) advance(d, step time.Duration) {
 	for end := w.now.Add(d); w.now.Before(end); {
 		w.now = w.now.Add(step)
 		for _, n := range w.nodes {
-			if !w.down[n] {
+			if !w.down[n] && !w.stalled[n] {
 				n.node.Tick(w.now)
 			}
 		}

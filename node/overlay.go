@@ -40,6 +40,11 @@ const (
 	DefaultHealEvery      = 60 * time.Second
 	requestTimeout        = 5 * time.Second
 	closeGrace            = 3 * time.Second
+	// unheardGrace keeps a link whose peer has not yet said why it wants
+	// it: a newcomer on a loaded machine can take seconds to send its
+	// first LinkUse, and closing the link it joined by would leave it
+	// with none.
+	unheardGrace = 30 * time.Second
 	// drainTime keeps a retired link open for what is still in flight on it.
 	drainTime = time.Second
 	// announceRetry spaces LinkUse repeats until the peer answers one, at

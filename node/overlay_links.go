@@ -96,7 +96,7 @@ func (n *Node) reconcile(now time.Time) {
 		if ps.unwanted.IsZero() {
 			ps.unwanted = now
 		}
-		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing {
+		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing && (ps.heard || now.Sub(l.Since) >= unheardGrace) {
 			n.count(&o.sent, overlay.LinkUse)
 			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 			n.retire(l, ps, now)

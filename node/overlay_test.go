@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"burrow/l2"
+	"burrow/link"
 	"burrow/nid"
 	"burrow/overlay"
 )
@@ -348,5 +349,39 @@ func TestAskingForALinkUseStopsWhenThePeerNeverAnswers(t *testing.T) {
 	w.advance(30*time.Second, 250*time.Millisecond)
 	if sent := a.node.ov.sent[overlay.LinkUse]; sent == 0 || sent > maxAsks {
 		t.Fatalf("a sent %d LinkUse to a peer that never answers, want 1..%d", sent, maxAsks)
+	}
+}
+
+// A node whose core is held up (a newcomer on a loaded machine) can take
+// seconds to say why it wants a link. Its peer must not close the link
+// for want of that word — it may be the only link the newcomer has — but
+// closes it once the word comes and says the link is not needed.
+func TestALinkIsNotClosedBeforeThePeerSaysWhyItWantsIt(t *testing.T) {
+	w := newOverlayNet(t, 6, 33, overlay.Params{Successors: 1})
+	w.settle(t, 30*time.Second)
+	live := w.live()
+	c := live[0]
+	x := live[3] // not a ring neighbour of c: neither end wants their link
+	pub := w.keys[c.name]
+	dial := x.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(c.addr)}, link.DialOptions{Key: &pub}, w.now)
+	w.advance(time.Second, 50*time.Millisecond)
+	if c.node.upLink(x.node.Self()) == nil {
+		t.Fatal("the link did not come up")
+	}
+	x.node.Links().RemoveDial(dial) // nothing redials it once closed
+	// x's first LinkUse is lost, and its core stalls before it repeats it.
+	ps := c.node.peer(x.node.Self())
+	ps.heard, ps.remote = false, 0
+	w.stalled = map[*testNode]bool{x: true}
+	w.advance(5*time.Second, 50*time.Millisecond)
+	if c.node.upLink(x.node.Self()) == nil {
+		t.Fatalf("%s closed its link to %s before hearing why %s wants it", c.name, x.name, x.name)
+	}
+	w.stalled = nil
+	w.advance(20*time.Second, 50*time.Millisecond)
+	if c.node.upLink(x.node.Self()) != nil {
+		pc, px := c.node.peer(x.node.Self()), x.node.peer(c.node.Self())
+		t.Errorf("%s kept a link %s said it does not need: %s local %v remote %v heard %v; %s local %v remote %v heard %v",
+			c.name, x.name, c.name, pc.local, pc.remote, pc.heard, x.name, px.local, px.remote, px.heard)
 	}
 }
