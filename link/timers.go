@@ -23,10 +23,13 @@ type Timers struct {
 // DefaultTimers are used for every zero field of a Config's Timers.
 func DefaultTimers() Timers {
 	return Timers{
-		Keepalive:         2 * time.Second,
-		DeadAfter:         6 * time.Second,
-		HandshakeRetry:    time.Second,
-		MaxHandshakeRetry: 30 * time.Second,
+		Keepalive:      2 * time.Second,
+		DeadAfter:      6 * time.Second,
+		HandshakeRetry: time.Second,
+		// A cap of a few seconds: a node joining through a contact that
+		// hundreds join through at once gets answers late, and a longer
+		// cap left it waiting up to half a minute after the rush.
+		MaxHandshakeRetry: 8 * time.Second,
 		// Long enough for a direct answer across a continent, short
 		// enough that a pair whose holes are not punched yet gets a
 		// relayed link at once and moves to the direct path later.

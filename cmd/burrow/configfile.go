@@ -242,7 +242,7 @@ links:
   # rekey_after: 2m
   # ...or after this many messages.
   # rekey_after_messages: 1099511627776
-  # First handshake retry interval; it doubles up to 30s.
+  # First handshake retry interval; it doubles up to 8s.
   # handshake_retry: 1s
 
 overlay:
