@@ -229,7 +229,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	go d.runSocketReader()
 	d.allocateTURN(ctx)
 	for i := range queues {
-		q := fq.New(tapQueueBuffers, tapReadLen, tapQueueFlows)
+		q := fq.New(tapQueueBuffers, tapReadLen, tapQueueBytes, tapQueueFlows)
 		d.tapQueues = append(d.tapQueues, q)
 		go d.runTAPReader(d.dev.Queue(i), q)
 		go d.runTAPWorker(q, ctx.Done())

@@ -80,11 +80,14 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, done <-chan struct{}) {
 // behind it waits for no more than a few.
 const tapFlushEvery = 4
 
-// TAP fair queue sizes: enough buffers for a few milliseconds of 64 KiB
-// frames at the rates one core encrypts, and flows enough that a bulk
-// stream rarely shares a queue with anything else.
+// TAP fair queue sizes: buffers for a burst of small frames while the
+// worker is held up (the kernel's ring held a thousand), bytes for a few
+// milliseconds of a bulk stream at the rates one core encrypts, and flows
+// enough that a bulk stream rarely shares a queue with anything else. The
+// buffers take memory only once used, most recently freed first.
 const (
-	tapQueueBuffers = 32
+	tapQueueBuffers = 512
+	tapQueueBytes   = 2 << 20
 	tapQueueFlows   = 64
 )
 

@@ -11,10 +11,13 @@
 // served first), and CoDel on each flow drops from the head of a flow that
 // keeps a standing queue, so that its TCP sender slows down.
 //
-// A Queue holds a fixed number of buffers, allocated once; when all are
-// queued, the reader's next frame takes the head of the longest flow. One
-// reader and one worker may use a Queue at the same time; the worker holds
-// one packet at a time, so two buffers are the least that work.
+// A Queue holds a fixed number of buffers, allocated once, and a limit on
+// the bytes queued: many buffers, for the small frames of a burst while
+// the worker is held up, but few bytes, for the 64 KiB frames of a bulk
+// stream. When either runs out, the reader's next frame takes the head of
+// the longest flow. One reader and one worker may use a Queue at the same
+// time; the worker holds one packet at a time, so two buffers are the
+// least that work.
 package fq
 
 import (
@@ -57,6 +60,8 @@ type Queue struct {
 	newFlows ring
 	oldFlows ring
 	queued   int
+	// bytes is what the flows hold; limit what they may.
+	bytes, limit int
 	// Drops counts the frames dropped: by CoDel, or to make room.
 	Drops uint64
 	ready chan struct{}
@@ -73,14 +78,15 @@ const (
 	interval = 10 * time.Millisecond
 )
 
-// New makes a Queue of buffers of bufLen bytes, spreading frames over
-// flows queues. The buffers are mapped apart from Go's heap, so that they
+// New makes a Queue of buffers of bufLen bytes holding at most limit
+// bytes of frames, spreading frames over flows queues. The buffers are mapped apart from Go's heap, so that they
 // neither raise the garbage collector's goal nor take memory before a
 // frame is read into them: an idle daemon's queues cost nothing, and a
 // lightly loaded one's only the few buffers at the top of the free list,
 // which is used last in, first out.
-func New(buffers, bufLen, flows int) *Queue {
+func New(buffers, bufLen, limit, flows int) *Queue {
 	q := &Queue{
+		limit:    limit,
 		free:     make([]*Packet, 0, buffers),
 		flows:    make([]flow, flows),
 		newFlows: newRing(flows),
@@ -102,12 +108,13 @@ func New(buffers, bufLen, flows int) *Queue {
 	return q
 }
 
-// Get returns a free buffer for the reader. When every buffer is queued it
-// drops the head of the longest flow and returns that.
+// Get returns a free buffer for the reader. When every buffer is queued,
+// or the flows hold their limit of bytes, it drops the head of the longest
+// flow and returns that.
 func (q *Queue) Get() *Packet {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if n := len(q.free); n > 0 {
+	if n := len(q.free); n > 0 && (q.bytes < q.limit || q.queued == 0) {
 		p := q.free[n-1]
 		q.free = q.free[:n-1]
 		return p
@@ -136,6 +143,7 @@ func (q *Queue) Put(p *Packet, now time.Duration) {
 	}
 	f.tail = p
 	f.bytes += len(p.Frame)
+	q.bytes += len(p.Frame)
 	q.queued++
 	if !f.listed {
 		f.listed = true
@@ -230,6 +238,7 @@ func (q *Queue) pop(f *flow) *Packet {
 		f.tail = nil
 	}
 	f.bytes -= len(p.Frame)
+	q.bytes -= len(p.Frame)
 	q.queued--
 	return p
 }

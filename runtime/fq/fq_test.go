@@ -35,7 +35,7 @@ func put(q *Queue, frame []byte, now time.Duration) {
 // TestASparseFlowOvertakesABulkQueue: a ping behind a queue of bulk
 // frames waits for no more than the bulk flow's turn, a quantum.
 func TestASparseFlowOvertakesABulkQueue(t *testing.T) {
-	q := New(64, 2048, 16)
+	q := New(64, 2048, 1<<20, 16)
 	now := time.Second
 	for range 20 {
 		put(q, udpFrame(1000, 1500), now)
@@ -59,7 +59,7 @@ func TestASparseFlowOvertakesABulkQueue(t *testing.T) {
 // TestFlowsShareByBytes: two backlogged flows, one of big frames and one
 // of small ones, get about the same bytes through.
 func TestFlowsShareByBytes(t *testing.T) {
-	q := New(256, 2048, 16)
+	q := New(256, 2048, 1<<20, 16)
 	now := time.Second
 	for range 40 {
 		put(q, udpFrame(1000, 1500), now)
@@ -82,7 +82,7 @@ func TestFlowsShareByBytes(t *testing.T) {
 // TestAStandingQueueIsDropped: a flow whose frames wait longer than the
 // target for an interval loses some, and the buffers come back.
 func TestAStandingQueueIsDropped(t *testing.T) {
-	q := New(64, 2048, 16)
+	q := New(64, 2048, 1<<20, 16)
 	now := time.Second
 	sent := 0
 	for range 2000 {
@@ -108,7 +108,7 @@ func TestAStandingQueueIsDropped(t *testing.T) {
 // TestAFullQueueDropsFromTheLongestFlow: with every buffer queued, the
 // reader's next buffer comes from the longest flow, never from the ping.
 func TestAFullQueueDropsFromTheLongestFlow(t *testing.T) {
-	q := New(8, 2048, 16)
+	q := New(8, 2048, 1<<20, 16)
 	now := time.Second
 	put(q, udpFrame(2000, 100), now)
 	for range 7 {
@@ -125,7 +125,7 @@ func TestAFullQueueDropsFromTheLongestFlow(t *testing.T) {
 }
 
 func TestGetPutNextAllocateNothing(t *testing.T) {
-	q := New(8, 2048, 16)
+	q := New(8, 2048, 1<<20, 16)
 	frame := udpFrame(1000, 1500)
 	now := time.Second
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -136,5 +136,36 @@ func TestGetPutNextAllocateNothing(t *testing.T) {
 	})
 	if allocs != 0 {
 		t.Errorf("%v allocations per frame", allocs)
+	}
+}
+
+// TestABulkFlowIsHeldToTheByteLimit: with buffers to spare, a flow of big
+// frames still may not queue more than the limit; small frames of another
+// flow arriving then are all queued, the big flow giving way.
+func TestABulkFlowIsHeldToTheByteLimit(t *testing.T) {
+	const limit = 10 * 1500
+	q := New(64, 2048, limit, 16)
+	now := time.Second
+	for range 20 {
+		put(q, udpFrame(1000, 1500), now)
+	}
+	if q.bytes > limit || q.Drops != 10 {
+		t.Fatalf("20 frames of 1500 bytes under a %d-byte limit: %d bytes queued, %d dropped", limit, q.bytes, q.Drops)
+	}
+	for range 40 {
+		put(q, udpFrame(2000, 100), now)
+	}
+	if q.bytes > limit {
+		t.Errorf("%d bytes queued over the %d-byte limit", q.bytes, limit)
+	}
+	small := 0
+	for p := q.Next(now); p != nil; p = q.Next(now) {
+		if len(p.Frame) == 100 {
+			small++
+		}
+		q.Release(p)
+	}
+	if small != 40 {
+		t.Errorf("%d of the 40 small frames were queued", small)
 	}
 }
