@@ -87,7 +87,7 @@ const tapFlushEvery = 4
 // buffers take memory only once used, most recently freed first.
 const (
 	tapQueueBuffers = 512
-	tapQueueBytes   = 2 << 20
+	tapQueueBytes   = 1 << 20
 	tapQueueFlows   = 64
 )
 
