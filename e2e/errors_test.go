@@ -118,6 +118,11 @@ func TestStartupErrorsAreClearAndLeaveNothing(t *testing.T) {
 			os.Chmod(own, 0o700)
 			return []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"}
 		}, []string{"root or CAP_NET_ADMIN"}},
+		{"kernel path trusting the internet", func(t *testing.T, dir string, cfg map[string]any) []string {
+			// The lab's internet, 198.18.0.0/16, is not a private network.
+			cfg["kernel_path"] = map[string]any{"enabled": true, "trusted": []string{netlab.InternetRange.String()}}
+			return nil
+		}, []string{"kernel_path.trusted[0]", "not a private network", "unencrypted", "kernel_path.allow_public: true"}},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,16 +1,10 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"gopkg.in/yaml.v3"
 
 	"burrow/config"
 	"burrow/netlab"
@@ -189,46 +183,4 @@ func TestKernelPathCarriesPingAndTCP(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
-}
-
-// TestKernelPathRefusesAPublicPrefix: trusting a prefix that crosses the
-// internet without kernel_path.allow_public stops `burrow up` with one
-// line naming the field and saying why, and leaves nothing behind.
-func TestKernelPathRefusesAPublicPrefix(t *testing.T) {
-	lab := labtest.New(t)
-	nw, err := cluster.New(lab, "kpneg", burrowBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	host, err := lab.AddHost("h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := nw.AddNode(host, "n", virtual(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The lab's internet, 198.18.0.0/16, is not a private network.
-	n.Config.KernelPath = config.KernelPath{Enabled: true, Trusted: []string{netlab.InternetRange.String()}}
-	raw, err := yaml.Marshal(&n.Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(n.Dir, "public.yaml")
-	if err := os.WriteFile(path, raw, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	out, err := host.Command(ctx, burrowBin, "up", "-c", path).CombinedOutput()
-	msg := strings.TrimSpace(string(out))
-	if err == nil {
-		t.Fatalf("burrow up trusted the internet:\n%s", msg)
-	}
-	for _, want := range []string{"kernel_path.trusted[0]", "not a private network", "unencrypted", "kernel_path.allow_public: true"} {
-		if !strings.Contains(msg, want) {
-			t.Errorf("error does not mention %q:\n%s", want, msg)
-		}
-	}
-	leftovers(t, host, map[string]any{"control_socket": n.Config.ControlSocket})
 }

@@ -112,14 +112,6 @@ type tapWriter struct {
 // and voice are smaller and never dropped.
 const bulkFrameLen = 1000
 
-// Queue targets of the receive side's CoDel: a queue that stays above
-// aqmTarget for an aqmInterval (a few round trips of a LAN or a nearby
-// site) gets a bulk frame dropped, then more, faster, until it shrinks.
-const (
-	aqmTarget   = time.Millisecond
-	aqmInterval = 10 * time.Millisecond
-)
-
 func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
 	if t.q == nil {
 		return // no TAP device: a beacon
@@ -167,7 +159,7 @@ func (t *tapWriter) write(pkt []byte) error {
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
 	tw := d.newTAPWriter(true)
-	tw.aqm = codel.New(aqmTarget, aqmInterval)
+	tw.aqm = codel.New(codel.Target, codel.Interval)
 	w := d.newWorker(tw)
 	msgs := make([]udpio.Message, rxBatch)
 	for i := range msgs {
@@ -210,9 +202,11 @@ func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, now
 	if seg <= 0 {
 		seg = len(data)
 	}
+	// The time the datagram waited in the socket's queue; none known
+	// without the kernel's timestamp.
+	tw.now, tw.sojourn = time.Duration(now), 0
 	if m.Received != 0 {
-		t := time.Now().UnixNano()
-		tw.now, tw.sojourn = time.Duration(t), time.Duration(t-m.Received)
+		tw.sojourn = time.Duration(now - m.Received)
 	}
 	from := link.UDPEndpoint(m.Addr)
 	if len(data) == 0 {

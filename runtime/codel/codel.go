@@ -28,6 +28,14 @@ type CoDel struct {
 	Drops uint64
 }
 
+// Target and Interval are what burrow's queues use: a queue that stays
+// above Target for an Interval (a few round trips of a LAN or a nearby
+// site) gets a packet dropped, then more, faster, until it shrinks.
+const (
+	Target   = time.Millisecond
+	Interval = 10 * time.Millisecond
+)
+
 // New returns a CoDel keeping the queue's sojourn time near target, and
 // judging it over interval (about the round trip of the flows it holds).
 func New(target, interval time.Duration) *CoDel {

@@ -6,8 +6,8 @@ import (
 )
 
 const (
-	target   = time.Millisecond
-	interval = 10 * time.Millisecond
+	target   = Target
+	interval = Interval
 )
 
 // run feeds c a packet every step from start for length, each having

@@ -70,13 +70,8 @@ type Queue struct {
 	mapped []byte
 }
 
-// Tuning, after fq_codel's defaults for a LAN: a flow's quantum is one
-// full-sized frame; CoDel lets a flow keep up to a millisecond queued.
-const (
-	quantum  = 1514
-	target   = time.Millisecond
-	interval = 10 * time.Millisecond
-)
+// quantum is a flow's share per turn: one full-sized frame.
+const quantum = 1514
 
 // New makes a Queue of buffers of bufLen bytes holding at most limit
 // bytes of frames, spreading frames over flows queues. The buffers are mapped apart from Go's heap, so that they
@@ -103,7 +98,7 @@ func New(buffers, bufLen, limit, flows int) *Queue {
 		q.free = append(q.free, &Packet{Buf: slab[i*bufLen : (i+1)*bufLen : (i+1)*bufLen]})
 	}
 	for i := range q.flows {
-		q.flows[i].codel = codel.New(target, interval)
+		q.flows[i].codel = codel.New(codel.Target, codel.Interval)
 	}
 	return q
 }
