@@ -60,7 +60,7 @@ const (
 	eventQueueLen = 4096
 	// rxBufLen holds one GRO-coalesced run of datagrams.
 	rxBufLen   = 65536
-	rxBatch    = 32
+	rxBatch    = 8
 	txBatch    = 128
 	tapReadLen = l2.VirtioNetHdrLen + 65536 + 14
 )

@@ -18,10 +18,14 @@ import (
 
 // runTAPReader drains one TAP queue into its fair queue as fast as the
 // kernel fills it, so that no frame waits in the kernel's ring behind a
-// bulk stream; runTAPWorker sends what it queues.
+// bulk stream; runTAPWorker sends what it queues. A sparse flow's frame
+// it sends itself, so that a ping or a keystroke waits for no other
+// goroutine.
 func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
 	defer d.wg.Done()
 	vnet := d.dev.Offloads().VnetHdr
+	w := d.newWorker(nil)
+	dp := d.node.Dataplane()
 	p := q.Get()
 	for {
 		n, err := tq.Read(p.Buf)
@@ -38,7 +42,13 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
 			}
 			p.Frame = p.Frame[l2.VirtioNetHdrLen:]
 		}
-		q.Put(p, time.Duration(time.Now().UnixNano()))
+		now := time.Now().UnixNano()
+		if q.Sparse(p, time.Duration(now)) {
+			dp.FromTAP(w, p.Hdr, p.Frame, now)
+			w.Tx.Flush()
+			continue
+		}
+		q.Put(p, time.Duration(now))
 		p = q.Get()
 	}
 }
@@ -156,6 +166,12 @@ func (t *tapWriter) write(pkt []byte) error {
 }
 
 // runSocketReader moves datagrams from the socket to the TAP (or onwards).
+// It drains the socket into its buffers before each message it handles,
+// and handles small datagrams first: a ping or a keystroke that arrives
+// behind a backlog of bulk data waits for one bulk message's decryption,
+// not for the backlog's, and the backlog waits here, where its time is
+// known to CoDel, rather than in the kernel's queue. The replay window
+// takes the reordering.
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
 	tw := d.newTAPWriter(true)
@@ -165,28 +181,72 @@ func (d *Daemon) runSocketReader() {
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, rxBufLen)
 	}
+	waiting := 0 // msgs[:waiting] are read and not yet handled
+	sinceFlush := 0
 	for {
-		n, err := d.conn.ReadBatch(msgs)
+		var n int
+		var err error
+		switch {
+		case waiting == 0:
+			n, err = d.conn.ReadBatch(msgs)
+		case len(msgs)-waiting >= rxRefill:
+			n, err = d.conn.TryReadBatch(msgs[waiting:])
+		}
 		if err != nil {
 			if !closedErr(err) {
 				d.log.Error("socket read failed", "err", err)
 			}
 			return
 		}
+		waiting += n
 		now := time.Now().UnixNano()
-		// Small datagrams first: a ping or a keystroke read with a batch
-		// of bulk data does not wait for the bulk's decryption. The
-		// replay window takes the reordering.
-		for _, small := range []bool{true, false} {
-			for i := range msgs[:n] {
-				if m := &msgs[i]; (m.N <= smallDatagram) == small {
-					d.fromSocket(w, tw, m, now)
-				}
+		handled := 0
+		for i := range msgs[:waiting] {
+			if m := &msgs[i]; m.N <= smallDatagram {
+				d.fromSocket(w, tw, m, now)
+				m.N = -1
+				handled++
 			}
+		}
+		if handled > 0 {
+			sinceFlush = rxFlushEvery
+		} else {
+			d.fromSocket(w, tw, &msgs[0], now)
+			msgs[0].N = -1
+			sinceFlush++
+		}
+		waiting = compactHandled(msgs[:waiting])
+		if waiting == 0 || sinceFlush >= rxFlushEvery {
 			tw.flush()
 			w.Tx.Flush()
+			sinceFlush = 0
 		}
 	}
+}
+
+// rxFlushEvery is how many bulk messages the socket reader merges for
+// the TAP at most before it writes them; a small datagram is written at
+// once. rxRefill is how many of its buffers must be free before it looks
+// for more datagrams while some wait: a few bulk messages' decryption is
+// the longest a small datagram waits in the kernel, and the looking costs
+// a system call per few messages, not one per message.
+const (
+	rxFlushEvery = 16
+	rxRefill     = 4
+)
+
+// compactHandled moves the messages marked handled (N < 0) behind the
+// others, keeping the others' order, and returns how many are left; the
+// buffers move with them.
+func compactHandled(msgs []udpio.Message) int {
+	left := 0
+	for i := range msgs {
+		if msgs[i].N >= 0 {
+			msgs[left], msgs[i] = msgs[i], msgs[left]
+			left++
+		}
+	}
+	return left
 }
 
 // smallDatagram is the size up to which a datagram carries no bulk data:

@@ -48,6 +48,8 @@ type flow struct {
 	bytes      int
 	deficit    int
 	codel      *codel.CoDel
+	// last is when the flow's latest frame arrived.
+	last time.Duration
 	// listed says the flow is on the new or the old list.
 	listed bool
 }
@@ -124,13 +126,44 @@ func (q *Queue) Get() *Packet {
 	return q.pop(&q.flows[longest])
 }
 
+// SparseFrameLen is the largest frame Sparse lets skip the queue: pings,
+// DNS, keystrokes, acknowledgements, voice.
+const SparseFrameLen = 512
+
+// SparseGap is how long a flow must have been silent for its next small
+// frame to skip the queue: longer than the gaps within a burst, so that a
+// stream of acknowledgements is queued and sent in batches.
+const SparseGap = time.Millisecond
+
+// Sparse reports whether the frame the reader read into p, at now, is a
+// small one of a flow that has nothing queued, nothing with the worker and
+// was silent for SparseGap: then the reader sends it itself, at once,
+// overtaking nothing of its own flow and waiting neither for the worker
+// nor for a bulk flow's turn. Otherwise the reader Puts it.
+func (q *Queue) Sparse(p *Packet, now time.Duration) bool {
+	if len(p.Frame) > SparseFrameLen {
+		return false
+	}
+	f := &q.flows[q.flowOf(p)]
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if f.listed || now-f.last < SparseGap {
+		return false
+	}
+	f.last = now
+	return true
+}
+
+func (q *Queue) flowOf(p *Packet) int { return int(l2.FlowHash(p.Frame) % uint32(len(q.flows))) }
+
 // Put queues the frame the reader read into p, at now.
 func (q *Queue) Put(p *Packet, now time.Duration) {
-	i := int(l2.FlowHash(p.Frame) % uint32(len(q.flows)))
+	i := q.flowOf(p)
 	f := &q.flows[i]
 	p.enqueued = now
 	p.next = nil
 	q.mu.Lock()
+	f.last = now
 	if f.tail == nil {
 		f.head = p
 	} else {

@@ -169,3 +169,33 @@ func TestABulkFlowIsHeldToTheByteLimit(t *testing.T) {
 		t.Errorf("%d of the 40 small frames were queued", small)
 	}
 }
+
+// TestOnlyASilentFlowsSmallFrameSkipsTheQueue: the first small frame of a
+// flow silent for SparseGap may be sent at once; not a second one right
+// behind it, nor a bulk frame, nor a frame of a flow with frames queued.
+func TestOnlyASilentFlowsSmallFrameSkipsTheQueue(t *testing.T) {
+	q := New(64, 2048, 1<<20, 16)
+	now := time.Second
+	sparse := func(frame []byte, at time.Duration) bool {
+		p := q.Get()
+		defer q.Release(p)
+		p.Frame = append(p.Buf[:0], frame...)
+		return q.Sparse(p, at)
+	}
+	if !sparse(udpFrame(2000, 100), now) {
+		t.Fatal("a silent flow's small frame must skip the queue")
+	}
+	if sparse(udpFrame(2000, 100), now+SparseGap/2) {
+		t.Fatal("a small frame right behind one that skipped must be queued: its flow is not silent")
+	}
+	if !sparse(udpFrame(2000, 100), now+2*SparseGap) {
+		t.Fatal("the flow was silent for SparseGap again: its small frame must skip the queue")
+	}
+	if sparse(udpFrame(3000, SparseFrameLen+1), now) {
+		t.Fatal("a frame larger than SparseFrameLen must be queued")
+	}
+	put(q, udpFrame(4000, 1500), now)
+	if sparse(udpFrame(4000, 100), now+2*SparseGap) {
+		t.Fatal("a small frame of a flow with frames queued must be queued behind them")
+	}
+}

@@ -22,7 +22,10 @@ type batch struct {
 	from, to  int // hdrs[from:to] go to the next system call
 	n         int
 	errno     unix.Errno
-	call      func(fd uintptr) bool
+	// nowait makes call return what is there, nothing perhaps, rather
+	// than wait for the poller.
+	nowait bool
+	call   func(fd uintptr) bool
 }
 
 func newBatch(trap uintptr, ctrlSpace int) *batch {
@@ -41,6 +44,10 @@ func newBatch(trap uintptr, ctrlSpace int) *batch {
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN:
+				if b.nowait {
+					b.n, b.errno = 0, 0
+					return true
+				}
 				return false // the poller waits and calls again
 			}
 			b.n, b.errno = n, errno
@@ -74,13 +81,20 @@ func (b *batch) setHeader(i, iov, iovs int, namelen uint32, ctrl []byte) {
 // ReadBatch receives up to min(len(msgs), BatchSize) messages, blocking
 // until at least one is there, and returns how many it filled. Each Buf
 // should be ReadBufSize long when GRO is on.
-func (c *Conn) ReadBatch(msgs []Message) (int, error) {
+func (c *Conn) ReadBatch(msgs []Message) (int, error) { return c.readBatch(msgs, false) }
+
+// TryReadBatch is ReadBatch without the wait: it returns 0 when nothing
+// is there.
+func (c *Conn) TryReadBatch(msgs []Message) (int, error) { return c.readBatch(msgs, true) }
+
+func (c *Conn) readBatch(msgs []Message, nowait bool) (int, error) {
 	if len(msgs) == 0 {
 		return 0, nil
 	}
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
 	b := c.read
+	b.nowait = nowait
 	count := min(len(msgs), BatchSize)
 	for i := range count {
 		setIovec(&b.iovs[i], msgs[i].Buf)

@@ -316,3 +316,32 @@ func TestReceiveTimeIsTheKernels(t *testing.T) {
 		t.Errorf("the datagram waited %v in the queue by its timestamp; it waited at least %v", waited, wait)
 	}
 }
+
+// TestTryReadBatchReturnsWhatIsThere: with nothing queued it returns at
+// once with nothing; with datagrams queued it returns them.
+func TestTryReadBatchReturnsWhatIsThere(t *testing.T) {
+	receiver := listen(t, "127.0.0.1:0")
+	sender := listen(t, "127.0.0.1:0")
+	msgs := []Message{{Buf: make([]byte, ReadBufSize)}, {Buf: make([]byte, ReadBufSize)}}
+	if n, err := receiver.TryReadBatch(msgs); n != 0 || err != nil {
+		t.Fatalf("TryReadBatch on an empty socket = %d, %v; want 0, nil", n, err)
+	}
+	writeAll(t, sender, receiver.LocalAddr(), payloads(2, 100))
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		n, err := receiver.TryReadBatch(msgs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 1 {
+			if got := msgs[0].Buf[:msgs[0].N]; !bytes.Equal(got, payloads(2, 100)[0]) {
+				t.Fatalf("read %x, want the datagram sent", got)
+			}
+			return
+		}
+		if n != 0 || time.Now().After(deadline) {
+			t.Fatalf("TryReadBatch = %d after one datagram was sent", n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
