@@ -141,19 +141,26 @@ func SaveCertificate(path string, c *Certificate) error {
 // LoadCertificate reads a certificate file written by SaveCertificate. It
 // does not verify it; see CA.Verify.
 func LoadCertificate(path string) (*Certificate, error) {
+	return loadPEMFile(path, certPEMType, ParseCertificate)
+}
+
+// loadPEMFile reads the file at path, which must hold one PEM block of
+// blockType, and parses the block's contents.
+func loadPEMFile[T any](path, blockType string, parse func([]byte) (T, error)) (T, error) {
+	var none T
 	data, err := readFile(path)
 	if err != nil {
-		return nil, err
+		return none, err
 	}
-	raw, err := decodePEM(data, certPEMType)
+	raw, err := decodePEM(data, blockType)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return none, fmt.Errorf("%s: %w", path, err)
 	}
-	c, err := ParseCertificate(raw)
+	v, err := parse(raw)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return none, fmt.Errorf("%s: %w", path, err)
 	}
-	return c, nil
+	return v, nil
 }
 
 // readSecretFile reads a private key file, refusing one whose mode lets

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -50,6 +51,8 @@ type testNode struct {
 	slow   []Event
 	// handed counts the events the data path handed to the core, by kind.
 	handed map[EventKind]int
+	// learnedRevocations are the revocations the node asked to keep.
+	learnedRevocations []RevokedNode
 }
 
 func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
@@ -70,6 +73,19 @@ func (w *testNet) verify(cert []byte, static [32]byte, now time.Time) (link.Peer
 		return link.Peer{}, errors.New("not a member")
 	}
 	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert)}, nil
+}
+
+// revocationPrefix starts a test revocation; the revoked node's name
+// follows. The CA's signature is the runtime's to check.
+const revocationPrefix = "revoke:"
+
+func (w *testNet) verifyRevocation(raw []byte) (RevokedNode, error) {
+	name, ok := strings.CutPrefix(string(raw), revocationPrefix)
+	key, known := w.keys[name]
+	if !ok || !known {
+		return RevokedNode{}, errors.New("not a revocation by the CA")
+	}
+	return RevokedNode{ID: nid.FromPublicKey(key), Name: name}, nil
 }
 
 // newTestNet makes n nodes with self-organization off: tests link them.
@@ -99,9 +115,12 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 	node, err := New(Config{
 		Handshake: link.HandshakeConfig{Network: "test", Private: priv, Public: pub, Cert: []byte(name), AESFast: true, Rand: rng},
 		Verify:    w.verify,
-		MAC:       tn.mac,
-		Overlay:   ov,
-		Reach:     reach,
+		Revocations: RevocationConfig{Verify: w.verifyRevocation, Learned: func(raw []byte, r RevokedNode) {
+			tn.learnedRevocations = append(tn.learnedRevocations, r)
+		}},
+		MAC:     tn.mac,
+		Overlay: ov,
+		Reach:   reach,
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)

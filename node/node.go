@@ -68,6 +68,9 @@ type Config struct {
 	// members whose direct path failed; 0 relays nothing.
 	RelayRate float64
 	Reach     ReachConfig
+	// Revocations are the CA's revocations: which members no one may link
+	// to any more.
+	Revocations RevocationConfig
 }
 
 // Trace receives observations for experiments; nil fields are skipped.
@@ -104,6 +107,7 @@ type Node struct {
 	stats     Stats
 	dp        *Dataplane
 	ov        overlayState
+	rev       revocationState
 	reach     reachState
 	topo      topologyState
 	svc       servicesState
@@ -154,7 +158,8 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 		cfg.Handshake.Boot = binary.LittleEndian.Uint64(b[:]) | 1
 		n.cfg.Handshake.Boot = cfg.Handshake.Boot
 	}
-	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: cfg.Verify, Timers: cfg.Timers}, (*linkEvents)(n))
+	n.initRevocations()
+	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: n.verifyPeer, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
 	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace}
 	n.initReach(now)
@@ -302,6 +307,7 @@ func (e *linkEvents) LinkUp(l *link.Link) {
 	n := (*Node)(e)
 	n.log.Info("link up", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "endpoint", l.Endpoint(), "cipher", l.Current().Cipher)
 	n.setAdjacency()
+	n.shareRevocations(l)
 	n.advertiseLeaves(l, l.Since)
 	n.overlayLinkUp(l, l.Since)
 }

@@ -26,6 +26,8 @@ type Status struct {
 	Relayed     uint64            `json:"relayed_for_others"`
 	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
 	Services    ServicesStatus    `json:"services"`
+	// Revoked are the members the CA revoked that this node knows of.
+	Revoked []RevokedNode `json:"revoked,omitempty"`
 }
 
 // LinkStatus describes one link.
@@ -82,6 +84,7 @@ func (n *Node) Status() Status {
 		LearnedMACs: n.learn.Len(),
 		Flows:       len(n.flows),
 		Drops:       n.stats.Drops(),
+		Revoked:     n.Revoked(),
 	}
 	for _, l := range n.links.Links() {
 		ls := LinkStatus{

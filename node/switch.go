@@ -40,6 +40,8 @@ func (n *Node) handleFromLink(port uint32, plain []byte, now time.Time) {
 		n.handleFlood(l, plain[1:], now)
 	case wire.InnerControl:
 		n.handleControl(l, plain[1:], now)
+	case wire.InnerRevocation:
+		n.handleRevocation(l, plain[1:])
 	default:
 		n.stats.drop(DropMalformed)
 	}

@@ -66,6 +66,9 @@ func (d *Daemon) Status() (Status, error) {
 // Request is a control-socket request: one JSON line.
 type Request struct {
 	Command string `json:"command"`
+	// Revocation is the revocation to honour and spread (command
+	// "revoke"), in its binary encoding.
+	Revocation []byte `json:"revocation,omitempty"`
 }
 
 // Response is the control-socket reply: one JSON line.
@@ -73,6 +76,10 @@ type Response struct {
 	Error    string             `json:"error,omitempty"`
 	Status   *Status            `json:"status,omitempty"`
 	Topology *node.TopologyView `json:"topology,omitempty"`
+	// Revoked answers "revoke": the member cut off, and whether the
+	// revocation was new to this node.
+	Revoked *node.RevokedNode `json:"revoked,omitempty"`
+	Fresh   bool              `json:"fresh,omitempty"`
 }
 
 // Topology returns the overlay map, and keeps the crawl behind it going
@@ -145,6 +152,13 @@ func (s *controlServer) handle(c net.Conn) {
 				resp.Error = err.Error()
 			} else {
 				resp.Topology = &v
+			}
+		case "revoke":
+			revoked, fresh, err := s.d.Revoke(req.Revocation)
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.Revoked, resp.Fresh = &revoked, fresh
 			}
 		default:
 			resp.Error = fmt.Sprintf("unknown command %q", req.Command)

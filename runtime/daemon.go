@@ -54,6 +54,7 @@ type Daemon struct {
 	tr           transports
 	kp           *kernelPath // kernel_path, when enabled
 	tapQueues    []*fq.Queue // one per TAP queue, closed once its goroutines end
+	revocations  *revocations
 }
 
 const (
@@ -106,6 +107,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d.cert = cert
+	d.revocations = newRevocations(cfg.StateDir, ca, log)
 
 	if d.conn, err = udpio.Listen(cfg.ListenAddr); err != nil {
 		return nil, fmt.Errorf("listen %v: %w (is another burrow running? change `listen` in %s)", cfg.ListenAddr, err, cfg.Path)
@@ -177,15 +179,16 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 			Keepalive: cfg.Links.Keepalive, DeadAfter: cfg.Links.DeadAfter, HandshakeRetry: cfg.Links.HandshakeRetry,
 			RekeyAfter: cfg.Links.RekeyAfter, RekeyAfterMessages: cfg.Links.RekeyAfterMessages,
 		},
-		MAC:       d.mac,
-		Peers:     peers,
-		RelayRate: cfg.RelayRate(),
-		Reach:     reachConfig(cfg),
-		MaxMACs:   cfg.Switch.MaxMACs,
-		MACAge:    cfg.Switch.MACAge,
-		FlowIdle:  cfg.Switch.FlowIdle,
-		Log:       log,
-		Overlay:   overlayConfig(cfg, d.conn.LocalAddr(), cfg.TAP.Name),
+		MAC:         d.mac,
+		Peers:       peers,
+		RelayRate:   cfg.RelayRate(),
+		Reach:       reachConfig(cfg),
+		Revocations: d.revocations.config(),
+		MaxMACs:     cfg.Switch.MaxMACs,
+		MACAge:      cfg.Switch.MACAge,
+		FlowIdle:    cfg.Switch.FlowIdle,
+		Log:         log,
+		Overlay:     overlayConfig(cfg, d.conn.LocalAddr(), cfg.TAP.Name),
 	}, (*coreOutput)(d), now)
 	if err != nil {
 		return nil, err
@@ -385,6 +388,11 @@ func (d *Daemon) runCore(ctx context.Context) {
 	d.serveCore(ctx, timer, save.C, func() {
 		if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
 			saved = peers
+		}
+		for _, raw := range d.revocations.scan() {
+			if _, _, err := d.node.Revoke(raw, time.Now()); err != nil {
+				d.log.Error("revocation refused", "err", err)
+			}
 		}
 	})
 	d.log.Info("shutting down: telling the neighbours")

@@ -35,6 +35,10 @@ const (
 	// clockwise, which a ring of successor links always allows.
 	InnerRouted       Inner = 8
 	InnerRoutedOnward Inner = 9
+	// InnerRevocation carries a revocation signed by the network's CA
+	// (identity.Revocation); every member passes a new one on to its
+	// neighbours once.
+	InnerRevocation Inner = 10
 )
 
 // ProbeLen is the size of a probe or probe reply plaintext: the kind and

@@ -29,13 +29,16 @@ func init() { rootCmd.AddCommand(newCertCmd()) }
 func newCertCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "cert",
-		Short: "Sign and inspect node certificates",
+		Short: "Sign, inspect and revoke node certificates",
 		Long: `A node certificate admits one node key into a network. The network's CA
-signs it; peers check it during every handshake.`,
+signs it; peers check it during every handshake. A revocation, signed by the
+CA too, cuts a node key off for good: every member that learns of it drops
+its links to that node and refuses its handshakes.`,
 		Example: `  burrow cert sign --ca ./burrow-ca --name laptop --public-key KEY --out laptop.crt
-  burrow cert show laptop.crt --ca-cert ./burrow-ca/ca.crt`,
+  burrow cert show laptop.crt --ca-cert ./burrow-ca/ca.crt
+  burrow cert revoke --ca ./burrow-ca laptop --push`,
 	}
-	cmd.AddCommand(newCertSignCmd(), newCertShowCmd())
+	cmd.AddCommand(newCertSignCmd(), newCertShowCmd(), newCertRevokeCmd())
 	return cmd
 }
 
@@ -56,7 +59,8 @@ the node) or read from the node key in --state on this machine.
 The certificate names the node, may fix up to 8 virtual addresses (with their
 subnet's prefix length) and up to 8 groups, and is valid from now for
 --valid. It is written to --out (mode 0600); an existing file is replaced only
-with --force.`,
+with --force. A copy stays in DIR/issued/NAME.crt, so that 'burrow cert
+revoke' can find the node by its name.`,
 		Example: `  burrow cert sign --ca ./burrow-ca --name laptop \
       --public-key A7e0o8tLY398zIKIlaRJh/hUz62kMiqH38zITUBMqhA= \
       --address 10.0.0.1/24 --group admins --out laptop.crt
@@ -119,6 +123,9 @@ with --force.`,
 			}
 			if err := identity.SaveCertificate(out, cert); err != nil {
 				return fmt.Errorf("cannot write the certificate: %v", err)
+			}
+			if err := recordIssued(caDir, cert); err != nil {
+				return fmt.Errorf("the certificate is in %s, but the CA's record of it is not: %v", out, err)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Signed a certificate for %q in network %q, written to %s\n", cert.Name, cert.Network, out)

@@ -159,6 +159,9 @@ invite. Compare the node ID shown here with the one 'burrow join' printed.
 			if err != nil {
 				return err
 			}
+			if err := recordIssued(caDir, cert); err != nil {
+				return fmt.Errorf("cannot keep a copy of the certificate in %s: %v", caDir, err)
+			}
 			if !again {
 				if err := recordInvite(ledger, req, now); err != nil {
 					return fmt.Errorf("cannot record the accepted invite in %s: %v", ledger, err)

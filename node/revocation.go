@@ -1,0 +1,141 @@
+package node
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"burrow/link"
+	"burrow/nid"
+	"burrow/wire"
+)
+
+// RevocationConfig lets the core honour the CA's revocations without
+// knowing certificates: the runtime verifies them.
+type RevocationConfig struct {
+	// Verify checks a revocation received from anyone (the encoding of
+	// identity.Revocation) and tells which node it revokes. Nil: the node
+	// honours no revocation and passes none on.
+	Verify func(raw []byte) (RevokedNode, error)
+	// Known are the revocations the node kept from before; each is
+	// verified again.
+	Known [][]byte
+	// Learned is called once with each revocation the node learns after
+	// New, so that it is kept.
+	Learned func(raw []byte, r RevokedNode)
+}
+
+// RevokedNode is the member a revocation cuts off.
+type RevokedNode struct {
+	ID   nid.ID `json:"node_id"`
+	Name string `json:"name,omitempty"`
+}
+
+// errRevoked is what a handshake with a revoked member fails with.
+var errRevoked = errors.New("the peer's certificate was revoked by the CA")
+
+type revocationState struct {
+	raw   map[nid.ID][]byte
+	nodes []RevokedNode // in the order learned
+}
+
+func (n *Node) initRevocations() {
+	n.rev.raw = make(map[nid.ID][]byte)
+	for _, raw := range n.cfg.Revocations.Known {
+		if r, err := n.cfg.Revocations.Verify(raw); err == nil {
+			n.addRevocation(raw, r)
+		} else {
+			n.log.Warn("ignoring a kept revocation", "err", err)
+		}
+	}
+}
+
+// verifyPeer is the handshake's check of a peer: its certificate, then
+// that it was not revoked.
+func (n *Node) verifyPeer(cert []byte, static [32]byte, now time.Time) (link.Peer, error) {
+	p, err := n.cfg.Verify(cert, static, now)
+	if err != nil {
+		return p, err
+	}
+	if _, revoked := n.rev.raw[p.ID]; revoked {
+		return link.Peer{}, errRevoked
+	}
+	return p, nil
+}
+
+// Revoke honours a revocation handed to this node (by its operator, or
+// read from a file): it cuts the revoked member off and passes the
+// revocation on to every neighbour. It reports whether the revocation was
+// new here.
+func (n *Node) Revoke(raw []byte, now time.Time) (RevokedNode, bool, error) {
+	n.now = now
+	return n.learnRevocation(raw, nil)
+}
+
+// Revoked lists the members this node knows to be revoked, in the order
+// it learned of them.
+func (n *Node) Revoked() []RevokedNode { return slices.Clone(n.rev.nodes) }
+
+// learnRevocation verifies raw, which came over from (nil when handed
+// here), and when it is new keeps it, cuts the member off and floods it
+// on: every member passes each revocation on once, so it reaches every
+// member connected to this one however the overlay looks.
+func (n *Node) learnRevocation(raw []byte, from *link.Link) (RevokedNode, bool, error) {
+	if n.cfg.Revocations.Verify == nil {
+		return RevokedNode{}, false, errors.New("this node does not honour revocations")
+	}
+	r, err := n.cfg.Revocations.Verify(raw)
+	if err != nil {
+		return RevokedNode{}, false, err
+	}
+	if _, known := n.rev.raw[r.ID]; known {
+		return r, false, nil
+	}
+	raw = slices.Clone(raw)
+	n.addRevocation(raw, r)
+	if n.cfg.Revocations.Learned != nil {
+		n.cfg.Revocations.Learned(raw, r)
+	}
+	n.log.Warn("member revoked by the CA: cutting it off", "peer", r.Name, "nid", r.ID.Short())
+	if l := n.links.Links()[r.ID]; l != nil {
+		n.links.Down(l, "revoked by the CA")
+	}
+	for _, d := range slices.Clone(n.links.Dials()) {
+		if d.Peer == r.ID {
+			n.links.RemoveDial(d)
+		}
+	}
+	for _, l := range n.links.Links() {
+		if l != from && l.Up() {
+			n.sendRevocation(l, raw)
+		}
+	}
+	return r, true, nil
+}
+
+func (n *Node) addRevocation(raw []byte, r RevokedNode) {
+	n.rev.raw[r.ID] = raw
+	n.rev.nodes = append(n.rev.nodes, r)
+}
+
+func (n *Node) sendRevocation(l *link.Link, raw []byte) {
+	n.buf = append(append(n.buf[:0], byte(wire.InnerRevocation)), raw...)
+	n.links.Send(l, n.buf, n.now)
+}
+
+// shareRevocations tells a new neighbour every revocation this node
+// holds: a member that was away when one spread learns it from its first
+// link back, and passes it on.
+func (n *Node) shareRevocations(l *link.Link) {
+	for _, r := range n.rev.nodes {
+		n.sendRevocation(l, n.rev.raw[r.ID])
+	}
+}
+
+// handleRevocation takes a revocation a neighbour passed on.
+func (n *Node) handleRevocation(from *link.Link, raw []byte) {
+	if _, _, err := n.learnRevocation(raw, from); err != nil {
+		n.stats.drop(DropMalformed)
+		n.log.Debug("refused a revocation", "from", from.Peer.Name, "err", err)
+	}
+}
