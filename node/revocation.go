@@ -120,7 +120,9 @@ func (n *Node) addRevocation(raw []byte, r RevokedNode) {
 
 func (n *Node) sendRevocation(l *link.Link, raw []byte) {
 	n.buf = append(append(n.buf[:0], byte(wire.InnerRevocation)), raw...)
-	n.links.Send(l, n.buf, n.now)
+	if n.links.Send(l, n.buf, n.now) {
+		n.stats.RevocationsSent.Add(1)
+	}
 }
 
 // shareRevocations tells a new neighbour every revocation this node

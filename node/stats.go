@@ -38,6 +38,7 @@ type Stats struct {
 	Relayed                                        atomic.Uint64 // datagrams relayed for others
 	PunchProbes                                    atomic.Uint64 // extra ports probed for NATs with a port per destination
 	ARPAnswered                                    atomic.Uint64 // ARP requests answered locally: broadcasts saved
+	RevocationsSent                                atomic.Uint64 // revocations passed on to neighbours
 }
 
 func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }

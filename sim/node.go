@@ -54,6 +54,10 @@ type Node struct {
 	// remembered carries what the last incarnation knew to the next, as
 	// the daemon keeps it on disk.
 	remembered []overlay.Info
+	// revocations are those the node kept, as the daemon keeps them in
+	// its state directory; RevocationsLearned says when it learned each.
+	revocations        [][]byte
+	RevocationsLearned []RevocationLearned
 
 	timerAt    int64
 	timerArmed bool
@@ -142,6 +146,38 @@ func (s *Sim) verify(cert []byte, static [32]byte, now time.Time) (link.Peer, er
 	return link.Peer{ID: s.nodes[i].ID, Name: s.nodes[i].Name}, nil
 }
 
+// revocationPrefix starts a simulated revocation, which the CA's
+// signature stands for; the revoked node's index follows.
+const revocationPrefix = "sim-revoke"
+
+// RevocationLearned is when a node learned that another was revoked.
+type RevocationLearned struct {
+	Node nid.ID
+	At   time.Duration // since the simulation started
+}
+
+func (s *Sim) verifyRevocation(raw []byte) (node.RevokedNode, error) {
+	if len(raw) != len(revocationPrefix)+4 || string(raw[:len(revocationPrefix)]) != revocationPrefix {
+		return node.RevokedNode{}, errors.New("sim: not a revocation by the CA")
+	}
+	i := int(binary.BigEndian.Uint32(raw[len(revocationPrefix):]))
+	if i >= len(s.nodes) {
+		return node.RevokedNode{}, errors.New("sim: revocation of no node")
+	}
+	return node.RevokedNode{ID: s.nodes[i].ID, Name: s.nodes[i].Name}, nil
+}
+
+// Revoke hands the node at index by a revocation of the node at index
+// revoked, as `burrow cert revoke --push` on by would.
+func (s *Sim) Revoke(by, revoked int) error {
+	raw := binary.BigEndian.AppendUint32([]byte(revocationPrefix), uint32(revoked))
+	n := s.nodes[by]
+	s.curNode, s.cur = n, cause{flow: n.tag}
+	_, _, err := n.core.Revoke(raw, s.Now())
+	n.rearm()
+	return err
+}
+
 // Nodes returns every node ever added, running or not, by index.
 func (s *Sim) Nodes() []*Node { return s.nodes }
 
@@ -205,6 +241,10 @@ func (n *Node) Start() {
 		MaxMACs:   n.Config.MaxMACs,
 		Trace:     node.Trace{Delivered: n.delivered},
 		Overlay:   ov,
+		Revocations: node.RevocationConfig{Verify: s.verifyRevocation, Known: n.revocations, Learned: func(raw []byte, r node.RevokedNode) {
+			n.revocations = append(n.revocations, raw)
+			n.RevocationsLearned = append(n.RevocationsLearned, RevocationLearned{Node: r.ID, At: s.Elapsed()})
+		}},
 	}, (*output)(n), s.Now())
 	if err != nil {
 		panic(err) // the engine always supplies Verify and Rand

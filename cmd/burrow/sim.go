@@ -29,8 +29,12 @@ func newSimCmd() *cobra.Command {
 		profile string
 	)
 	var names []string
+	width := 0
 	for _, s := range scenario.All() {
-		names = append(names, fmt.Sprintf("  %-5s %s", s.Name, s.Title))
+		width = max(width, len(s.Name))
+	}
+	for _, s := range scenario.All() {
+		names = append(names, fmt.Sprintf("  %-*s %s", width, s.Name, s.Title))
 	}
 	cmd := &cobra.Command{
 		Use:   "sim [scenario...]",

@@ -227,6 +227,7 @@ func All() []Scenario {
 		{"e9", "E9: Bounded Flood vs a spanning tree", runE9},
 		{"cost", "Cost: idle traffic, join messages and state vs network size", runCost},
 		{"formation", "Cold start: every node at once, one bootstrap contact", runFormation},
+		{"revocation", "A revocation handed to one member spreads to all", runRevocation},
 	}
 }
 

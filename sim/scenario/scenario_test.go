@@ -198,3 +198,17 @@ func TestE8ChurnHitsTheFlowsPaths(t *testing.T) {
 		t.Errorf("%d flow rows, %d figures", len(phases.Rows), len(r.Figures))
 	}
 }
+
+// TestARevocationReachesEveryMember: in a formed overlay of 100 the run
+// checks that every member learns a revocation handed to one of them and
+// that the revoked member ends with no link.
+func TestARevocationReachesEveryMember(t *testing.T) {
+	r, err := runRevocation(Options{Seed: 3, Sizes: []int{100}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := r.Tables[0].Rows[0]
+	if row[1] != "99 of 99" {
+		t.Fatalf("%s members learned the revocation, want 99 of 99", row[1])
+	}
+}
