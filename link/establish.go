@@ -18,12 +18,12 @@ type pending struct {
 	// and makes another; expires is when a late answer is no longer
 	// taken. A peer slowed down by its load answers late, and throwing its
 	// work away only to ask it again feeds the load.
-	retryAt     time.Time
-	expires     time.Time
-	initiator   *Initiator
-	responder   *Responder
-	dial        *Dial
-	rekeyOf     *Link
+	retryAt   time.Time
+	expires   time.Time
+	initiator *Initiator
+	responder *Responder
+	dial      *Dial
+	rekeyOf   *Link
 }
 
 // startHandshake sends a first handshake message to every endpoint; the

@@ -69,7 +69,7 @@ const (
 	// lateAnswers is how long a handshake we started still takes its
 	// answer after we made another attempt.
 	lateAnswers = 10 * time.Second
-	maxPending       = 1024
+	maxPending  = 1024
 	// sessionGrace keeps a replaced session open for late packets.
 	sessionGrace = 10 * time.Second
 	// A link on a relay, TURN or WebSocket path tries the peer's direct

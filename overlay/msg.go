@@ -98,22 +98,22 @@ type Message struct {
 	Via    nid.ID
 	ID     uint64 // matches replies to requests
 
-	From       Info       // the sender's contact information (all but Data and TopologyReply)
-	Reasons    Reason     // LinkRequest, LinkUse
-	Joined     bool       // LinkUse: the sender has a successor link
-	Closing    bool       // LinkUse: the sender is closing the link; stop using it
-	Relaying   bool       // LinkUse: the sender relays for other members
-	Ask        bool       // LinkUse: the sender has not heard the receiver's LinkUse on this link; answer with one
-	Accepted   bool       // LinkReply
-	Pred       Info       // Successors, Leave: the sender's predecessor (zero ID if unknown)
-	Successors []Info     // Successors, Leave
+	From       Info   // the sender's contact information (all but Data and TopologyReply)
+	Reasons    Reason // LinkRequest, LinkUse
+	Joined     bool   // LinkUse: the sender has a successor link
+	Closing    bool   // LinkUse: the sender is closing the link; stop using it
+	Relaying   bool   // LinkUse: the sender relays for other members
+	Ask        bool   // LinkUse: the sender has not heard the receiver's LinkUse on this link; answer with one
+	Accepted   bool   // LinkReply
+	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
+	Successors []Info // Successors, Leave
 	// Own: Successors lists the sender's own successors, all it knows of
 	// that stretch of the ring, rather than the nodes it knows closest to
 	// the asker; only then may the receiver drop the nodes it leaves out.
-	Own bool
-	Name       string     // TopologyReply: the sender's certificate name
-	Neighbors  []Neighbor // TopologyReply: the sender's links
-	Payload    []byte     // Data
+	Own       bool
+	Name      string     // TopologyReply: the sender's certificate name
+	Neighbors []Neighbor // TopologyReply: the sender's links
+	Payload   []byte     // Data
 }
 
 // Neighbor is one link in a TopologyReply.
