@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -147,4 +148,51 @@ func cutOff(n, revoked *cluster.Node) bool {
 		}
 	}
 	return true
+}
+
+// TestARevokedMemberCannotComeBackOverWebSocketOrARelay: a member behind a
+// site that lets only TCP 443 out reaches the others over WebSocket to the
+// beacon and the beacon's relay. Revoked, it loses every link; restarted,
+// the beacon refuses it over WebSocket and no member takes it through the
+// relay.
+func TestARevokedMemberCannotComeBackOverWebSocketOrARelay(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "d": netlab.UDPBlocked})
+	ws := netip.AddrPortFrom(n.beacon.Host.Addr, 443)
+	n.beacon.Config.Beacon.WebSocket.Listen = ws.String()
+	for _, node := range n.nodes {
+		node.Config.Beacons[0].WebSocket = "ws://" + ws.String() + "/burrow"
+	}
+	startAll(t, n.net)
+	d, a := n.nodes["d"], n.nodes["a"]
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "d linked over WebSocket and through the relay", func() bool {
+		return d.PathTo(n.beacon) == "websocket" && d.PathTo(a) == "relay"
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	out, err := exec.Command(burrowBin, "cert", "revoke", "--ca", filepath.Join(n.net.Dir, "ca"), d.ID.String(),
+		"--push", "--socket", a.Config.ControlSocket).CombinedOutput()
+	if err != nil {
+		t.Fatalf("burrow cert revoke: %v\n%s", err, out)
+	}
+	if err := cluster.WaitFor(ctxFor(t, revocationDeadline), "the beacon and a to cut d off", func() bool {
+		return cutOff(n.beacon, d) && cutOff(a, d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the beacon and a cut d off %v after the revocation was handed to a", time.Since(start).Round(10*time.Millisecond))
+	if err := d.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for watch := time.Now(); time.Since(watch) < 10*time.Second; time.Sleep(200 * time.Millisecond) {
+		if links := d.UpLinks(); links > 0 {
+			t.Fatalf("the revoked d, restarted behind its UDP-blocking site, has %d links up (to the beacon: %q)", links, d.PathTo(n.beacon))
+		}
+	}
+	if r, err := netlab.Ping(ctxFor(t, 5*time.Second), d.Host, a.Address.Addr(), 3, 200*time.Millisecond); err == nil && r.Received > 0 {
+		t.Errorf("the revoked d pings a: %d replies", r.Received)
+	}
 }
