@@ -67,6 +67,10 @@ func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time)
 }
 
 func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
+	if replyLen(m.cfg.Handshake.Cert) > MaxAmplification*(wire.HandshakeHeaderLen+len(body)) {
+		m.stats.HandshakeTooShort.Add(1)
+		return
+	}
 	if !m.limiter.Allow(rateKey(from), now) {
 		m.stats.HandshakeRateLimited.Add(1)
 		return

@@ -9,6 +9,8 @@ import (
 	"io"
 
 	"github.com/flynn/noise"
+
+	"burrow/wire"
 )
 
 // The handshake is Noise XX: both sides prove their static X25519 key and
@@ -19,12 +21,38 @@ import (
 var handshakeSuite = noise.NewCipherSuite(noise.DH25519, noise.CipherChaChaPoly, noise.HashBLAKE2s)
 
 const (
-	// Version 2 added the boot stamp to both certificate payloads.
-	payloadVersion = 2
+	// Version 2 added the boot stamp to both certificate payloads;
+	// version 3 pads the first message to InitLen.
+	payloadVersion = 3
 	flagAESFast    = 1
 	// maxCertLen bounds what a peer may make us parse.
 	maxCertLen = 1024
 )
+
+// Anti-amplification: an initiation is padded to InitLen bytes on the wire,
+// and a responder answers only when its answer, which carries its
+// certificate, is at most MaxAmplification times the initiation. A
+// spoofed initiation then makes a node send at most that many times the
+// bytes it got, as QUIC bounds its server before the client's address is
+// proven; the answer of a typical certificate (about 160 bytes) is about
+// as long as the initiation, and the largest certificate a CA signs (669
+// bytes, identity.MaxCertificateSize) fits within the bound.
+const (
+	InitLen          = 272
+	MaxAmplification = 3
+)
+
+// initOverhead is what the wire header and Noise's ephemeral key take of
+// an initiation; its payload fills the rest.
+const initOverhead = wire.HandshakeHeaderLen + 32
+
+// replyLen is the length on the wire of a responder's answer carrying
+// cert: the header, the ephemeral key, the encrypted static key and the
+// encrypted payload (version, cipher, boot stamp, certificate length and
+// certificate), each encryption with its 16-byte tag.
+func replyLen(cert []byte) int {
+	return wire.HandshakeHeaderLen + 32 + (32 + 16) + (2 + 8 + 2 + len(cert) + 16)
+}
 
 // HandshakeConfig is what a node brings to every handshake.
 type HandshakeConfig struct {
@@ -71,7 +99,9 @@ func StartHandshake(cfg *HandshakeConfig) (*Initiator, []byte, error) {
 	if cfg.AESFast {
 		flags |= flagAESFast
 	}
-	msg, _, _, err := hs.WriteMessage(nil, []byte{payloadVersion, flags})
+	payload := make([]byte, InitLen-initOverhead)
+	payload[0], payload[1] = payloadVersion, flags
+	msg, _, _, err := hs.WriteMessage(nil, payload)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
@@ -141,7 +171,7 @@ func RespondHandshake(cfg *HandshakeConfig, msg []byte) (*Responder, []byte, err
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", ErrHandshake, err)
 	}
-	if len(payload) != 2 || payload[0] != payloadVersion {
+	if len(payload) != InitLen-initOverhead || payload[0] != payloadVersion {
 		return nil, nil, fmt.Errorf("%w: malformed init payload", ErrHandshake)
 	}
 	r := &Responder{cfg: cfg, hs: hs, cipher: ChaCha20Poly1305}

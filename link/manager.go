@@ -42,8 +42,11 @@ type Stats struct {
 	HandshakeRejected                      atomic.Uint64 // certificate refused
 	HandshakeInvalid                       atomic.Uint64 // not a valid Noise message
 	HandshakeRateLimited                   atomic.Uint64
-	HandshakeUnknownIndex                  atomic.Uint64
-	Malformed                              atomic.Uint64
+	// HandshakeTooShort counts initiations too short to answer: the
+	// answer would be more than MaxAmplification times as long.
+	HandshakeTooShort     atomic.Uint64
+	HandshakeUnknownIndex atomic.Uint64
+	Malformed             atomic.Uint64
 }
 
 // Manager owns every link, dial and handshake of one node. It is not safe

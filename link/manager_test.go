@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/crypto/curve25519"
 
+	"burrow/identity"
 	"burrow/nid"
 	"burrow/wire"
 )
@@ -416,5 +417,43 @@ func TestReplacedSessionStaysWhileThePeerSendsOnIt(t *testing.T) {
 	}
 	if slices.Contains(la.Sessions(), old) {
 		t.Fatal("the replaced session stayed after the peer stopped using it")
+	}
+}
+
+// TestAnAnswerIsNeverMuchLongerThanTheInitiation: a spoofed initiation
+// makes a node send at most MaxAmplification times its bytes, even with the
+// largest certificate a CA signs; an initiation cut short gets no answer
+// at all, before any cryptography.
+func TestAnAnswerIsNeverMuchLongerThanTheInitiation(t *testing.T) {
+	_, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	_, msg, err := StartHandshake(&a.m.cfg.Handshake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
+	if len(init) != InitLen {
+		t.Fatalf("initiation of %d bytes, want InitLen, %d", len(init), InitLen)
+	}
+	for _, certLen := range []int{len(b.m.cfg.Handshake.Cert), 160, identity.MaxCertificateSize} {
+		b.m.cfg.Handshake.Cert = bytes.Repeat([]byte{'c'}, certLen)
+		b.outbox = nil
+		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
+		if len(b.outbox) != 1 {
+			t.Fatalf("certificate of %d bytes: %d answers, want 1", certLen, len(b.outbox))
+		}
+		if got := len(b.outbox[0].b); got != replyLen(b.m.cfg.Handshake.Cert) || got > MaxAmplification*len(init) {
+			t.Fatalf("certificate of %d bytes: answer of %d bytes to an initiation of %d (replyLen says %d)", certLen, got, len(init), replyLen(b.m.cfg.Handshake.Cert))
+		}
+		now = now.Add(time.Second)
+	}
+	b.outbox = nil
+	short := init[:wire.HandshakeHeaderLen+60]
+	b.m.HandleHandshake(UDPEndpoint(a.addr), short, now)
+	if len(b.outbox) != 0 || b.m.Stats().HandshakeTooShort.Load() != 1 {
+		t.Fatalf("a %d-byte initiation got %d answers, %d counted too short; want none and one", len(short), len(b.outbox), b.m.Stats().HandshakeTooShort.Load())
+	}
+	if b.m.Stats().HandshakeInvalid.Load() != 0 {
+		t.Fatal("the short initiation reached the Noise decoder")
 	}
 }

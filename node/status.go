@@ -68,6 +68,9 @@ type HandshakeStatus struct {
 	Rejected    uint64 `json:"rejected"`
 	Invalid     uint64 `json:"invalid"`
 	RateLimited uint64 `json:"rate_limited"`
+	// TooShort counts initiations not answered because the answer would
+	// be more than link.MaxAmplification times as long.
+	TooShort uint64 `json:"too_short"`
 }
 
 // FloodStatus counts Bounded Flood messages.
@@ -116,7 +119,7 @@ func (n *Node) Status() Status {
 	st.Handshakes = HandshakeStatus{
 		Started: hs.HandshakesStarted.Load(), Completed: hs.HandshakesCompleted.Load(),
 		Rejected: hs.HandshakeRejected.Load(), Invalid: hs.HandshakeInvalid.Load(),
-		RateLimited: hs.HandshakeRateLimited.Load(),
+		RateLimited: hs.HandshakeRateLimited.Load(), TooShort: hs.HandshakeTooShort.Load(),
 	}
 	st.Drops["handshake_malformed"] = hs.Malformed.Load()
 	st.Drops["handshake_unknown_index"] = hs.HandshakeUnknownIndex.Load()
