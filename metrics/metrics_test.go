@@ -30,6 +30,7 @@ const (
 func sampleStatus() runtime.Status {
 	return runtime.Status{
 		Name: "alpha", Network: "home",
+		Queues: runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
 		Status: node.Status{
 			NodeID: "a1a1a1a1000000000000000000000000",
 			Links: []node.LinkStatus{
@@ -39,7 +40,7 @@ func sampleStatus() runtime.Status {
 			},
 			LearnedMACs: 7, Flows: 3,
 			Drops:      map[string]uint64{"replay": 2, "auth_failed": 0},
-			Handshakes: node.HandshakeStatus{Started: 4, Completed: 3, Rejected: 1},
+			Handshakes: node.HandshakeStatus{Started: 4, Completed: 3, Rejected: 1, TooShort: 2, Cookies: 17},
 			Floods:     node.FloodStatus{Started: 5, Received: 6, Forwarded: 9},
 			Overlay: node.OverlayStatus{
 				Enabled: true, Joined: true, SizeEstimate: 12.5,
@@ -140,6 +141,10 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_floods_total", []string{"event=forwarded"}, 9},
 		{"burrow_handshakes_total", []string{"outcome=completed"}, 3},
 		{"burrow_handshakes_total", []string{"outcome=rejected"}, 1},
+		{"burrow_handshakes_total", []string{"outcome=too_short"}, 2},
+		{"burrow_handshakes_total", []string{"outcome=cookies"}, 17},
+		{"burrow_queue_drops_total", []string{"queue=tap"}, 40},
+		{"burrow_queue_drops_total", []string{"queue=receive"}, 3},
 		{"burrow_control_messages_total", []string{"direction=sent", "type=find_successor"}, 3},
 		{"burrow_control_messages_total", []string{"direction=received", "type=notify"}, 8},
 		{"burrow_on_demand_links_opened_total", nil, 2},

@@ -21,7 +21,20 @@ type Status struct {
 	Listen  string    `json:"listen"`
 	Beacon  bool      `json:"beacon"`
 	TAP     TAPStatus `json:"tap"`
+	// Queues are the frames the daemon's own queues dropped to keep bulk
+	// transfers from delaying everything else.
+	Queues QueueStatus `json:"queues"`
 	node.Status
+}
+
+// QueueStatus counts what the data path's queues dropped: from the fair
+// queues between the TAP and the encryption (CoDel on a flow that keeps a
+// standing queue, or the longest flow's head when the queue is full), and
+// bulk frames CoDel dropped on receive, where the socket reader's backlog
+// waited too long.
+type QueueStatus struct {
+	TAPDropped     uint64 `json:"tap_dropped"`
+	ReceiveDropped uint64 `json:"receive_dropped"`
 }
 
 // TAPStatus describes the local virtual Ethernet device.
@@ -58,6 +71,12 @@ func (d *Daemon) Status() (Status, error) {
 		}
 		for _, p := range d.addrs {
 			st.TAP.Addresses = append(st.TAP.Addresses, p.String())
+		}
+		for _, q := range d.tapQueues {
+			st.Queues.TAPDropped += q.Drops.Load()
+		}
+		if d.receiveAQM != nil {
+			st.Queues.ReceiveDropped = d.receiveAQM.Drops.Load()
 		}
 	})
 	return st, err

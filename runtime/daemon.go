@@ -22,6 +22,7 @@ import (
 	"burrow/nid"
 	"burrow/node"
 	"burrow/overlay"
+	"burrow/runtime/codel"
 	"burrow/runtime/fq"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
@@ -55,6 +56,8 @@ type Daemon struct {
 	kp           *kernelPath // kernel_path, when enabled
 	tapQueues    []*fq.Queue // one per TAP queue, closed once its goroutines end
 	revocations  *revocations
+	// receiveAQM is the socket reader's CoDel, read by Status.
+	receiveAQM *codel.CoDel
 }
 
 const (
@@ -228,6 +231,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		queues = d.dev.NumQueues()
 	}
 	d.wg.Add(2 + 2*queues)
+	d.receiveAQM = codel.New(codel.Target, codel.Interval)
 	go d.runCore(ctx)
 	go d.runSocketReader()
 	d.allocateTURN(ctx)

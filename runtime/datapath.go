@@ -175,7 +175,7 @@ func (t *tapWriter) write(pkt []byte) error {
 func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
 	tw := d.newTAPWriter(true)
-	tw.aqm = codel.New(codel.Target, codel.Interval)
+	tw.aqm = d.receiveAQM
 	w := d.newWorker(tw)
 	msgs := make([]udpio.Message, rxBatch)
 	for i := range msgs {

@@ -52,6 +52,7 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	fmt.Fprintf(w, "tap       %s mtu %d mac %s %v (vnet_hdr=%v tso=%v uso=%v queues=%d)\n",
 		st.TAP.Name, st.TAP.MTU, st.TAP.MAC, st.TAP.Addresses, st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO, st.TAP.Queues)
 	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n", st.LearnedMACs, st.Flows)
+	fmt.Fprintf(w, "queues    dropped %d frames before encryption (fair queue), %d on receive (CoDel)\n", st.Queues.TAPDropped, st.Queues.ReceiveDropped)
 	if ov := st.Overlay; ov.Enabled {
 		kinds := map[string]int{}
 		for _, l := range ov.Links {

@@ -10,6 +10,7 @@ package codel
 
 import (
 	"math"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,8 +25,9 @@ type CoDel struct {
 	dropNext         time.Duration
 	count, lastCount int
 	dropping         bool
-	// Drops counts the packets Drop said to drop.
-	Drops uint64
+	// Drops counts the packets Drop said to drop; others may read it
+	// while the queue's owner drops.
+	Drops atomic.Uint64
 }
 
 // Target and Interval are what burrow's queues use: a queue that stays
@@ -56,7 +58,7 @@ func (c *CoDel) Drop(now, sojourn time.Duration) bool {
 		}
 		c.count++
 		c.dropNext = c.controlLaw(c.dropNext)
-		c.Drops++
+		c.Drops.Add(1)
 		return true
 	}
 	if !okToDrop {
@@ -73,7 +75,7 @@ func (c *CoDel) Drop(now, sojourn time.Duration) bool {
 	}
 	c.lastCount = c.count
 	c.dropNext = c.controlLaw(now)
-	c.Drops++
+	c.Drops.Add(1)
 	return true
 }
 

@@ -63,8 +63,8 @@ func TestAStandingQueueIsDroppedFasterAndFaster(t *testing.T) {
 			t.Errorf("drop %d came %v after the one before, which came %v after its own: the drops should speed up", i, gap, before)
 		}
 	}
-	if c.Drops != uint64(len(drops)) {
-		t.Errorf("Drops %d, dropped %d", c.Drops, len(drops))
+	if c.Drops.Load() != uint64(len(drops)) {
+		t.Errorf("Drops %d, dropped %d", c.Drops.Load(), len(drops))
 	}
 }
 

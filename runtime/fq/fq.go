@@ -22,6 +22,7 @@ package fq
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -65,7 +66,7 @@ type Queue struct {
 	// bytes is what the flows hold; limit what they may.
 	bytes, limit int
 	// Drops counts the frames dropped: by CoDel, or to make room.
-	Drops uint64
+	Drops atomic.Uint64
 	ready chan struct{}
 	// mapped is the buffers' mapping, unmapped by Close; nil when they
 	// are on the heap.
@@ -122,7 +123,7 @@ func (q *Queue) Get() *Packet {
 			longest = i
 		}
 	}
-	q.Drops++
+	q.Drops.Add(1)
 	return q.pop(&q.flows[longest])
 }
 
@@ -251,7 +252,7 @@ func (q *Queue) dequeue(f *flow, now time.Duration) *Packet {
 		if !f.codel.Drop(now, now-p.enqueued) {
 			return p
 		}
-		q.Drops++
+		q.Drops.Add(1)
 		q.free = append(q.free, p)
 	}
 }

@@ -94,7 +94,7 @@ func TestAStandingQueueIsDropped(t *testing.T) {
 			q.Release(p)
 		}
 	}
-	if q.Drops == 0 {
+	if q.Drops.Load() == 0 {
 		t.Fatalf("no drop from a 5 ms standing queue over %d frames", sent)
 	}
 	for p := q.Next(now); p != nil; p = q.Next(now) {
@@ -115,8 +115,8 @@ func TestAFullQueueDropsFromTheLongestFlow(t *testing.T) {
 		put(q, udpFrame(1000, 1500), now)
 	}
 	p := q.Get()
-	if p == nil || q.Drops != 1 {
-		t.Fatalf("full queue: got %v, %d drops", p, q.Drops)
+	if p == nil || q.Drops.Load() != 1 {
+		t.Fatalf("full queue: got %v, %d drops", p, q.Drops.Load())
 	}
 	q.Release(p)
 	if first := q.Next(now); len(first.Frame) != 100 {
@@ -149,8 +149,8 @@ func TestABulkFlowIsHeldToTheByteLimit(t *testing.T) {
 	for range 20 {
 		put(q, udpFrame(1000, 1500), now)
 	}
-	if q.bytes > limit || q.Drops != 10 {
-		t.Fatalf("20 frames of 1500 bytes under a %d-byte limit: %d bytes queued, %d dropped", limit, q.bytes, q.Drops)
+	if q.bytes > limit || q.Drops.Load() != 10 {
+		t.Fatalf("20 frames of 1500 bytes under a %d-byte limit: %d bytes queued, %d dropped", limit, q.bytes, q.Drops.Load())
 	}
 	for range 40 {
 		put(q, udpFrame(2000, 100), now)
