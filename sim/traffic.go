@@ -54,7 +54,7 @@ func (t *Traffic) sent(b []byte) {
 		if len(b) == wire.TransportOverhead {
 			k = KindKeepalive // an empty transport message
 		}
-	case wire.Type(b[0]) >= wire.TypeHandshakeInit && wire.Type(b[0]) <= wire.TypeHandshakeFinish, wire.Type(b[0]) == wire.TypeHandshakeCookie:
+	case wire.Type(b[0]) >= wire.TypeHandshakeInit && wire.Type(b[0]) <= wire.TypeHandshakeFinish:
 		k = KindHandshake
 	}
 	t.Messages[k]++
