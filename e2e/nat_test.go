@@ -142,16 +142,25 @@ func configBeacon(b *cluster.Node) config.BeaconRef {
 	return config.BeaconRef{Address: b.Endpoint().String()}
 }
 
-// TestUDPBlockedSiteJoinsOverWebSocket: a node whose firewall lets only
-// TCP 443 out reaches the beacon over WebSocket and everyone else through
-// the beacon's relay; pings and an iperf3 run cross it.
-func TestUDPBlockedSiteJoinsOverWebSocket(t *testing.T) {
+// newWebSocketNetwork is a natNetwork of a node "a" behind an
+// endpoint-independent NAT and a node "d" on a site that lets only TCP 443
+// out, with the beacon serving WebSocket on 443 and every node knowing it
+// there too.
+func newWebSocketNetwork(t *testing.T) *natNetwork {
 	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "d": netlab.UDPBlocked})
 	ws := netip.AddrPortFrom(n.beacon.Host.Addr, 443)
 	n.beacon.Config.Beacon.WebSocket.Listen = ws.String()
 	for _, node := range n.nodes {
 		node.Config.Beacons[0].WebSocket = "ws://" + ws.String() + "/burrow"
 	}
+	return n
+}
+
+// TestUDPBlockedSiteJoinsOverWebSocket: a node whose firewall lets only
+// TCP 443 out reaches the beacon over WebSocket and everyone else through
+// the beacon's relay; pings and an iperf3 run cross it.
+func TestUDPBlockedSiteJoinsOverWebSocket(t *testing.T) {
+	n := newWebSocketNetwork(t)
 	start := time.Now()
 	startAll(t, n.net)
 	d, a := n.nodes["d"], n.nodes["a"]

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,12 +155,7 @@ func cutOff(n, revoked *cluster.Node) bool {
 // the beacon refuses it over WebSocket and no member takes it through the
 // relay.
 func TestARevokedMemberCannotComeBackOverWebSocketOrARelay(t *testing.T) {
-	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "d": netlab.UDPBlocked})
-	ws := netip.AddrPortFrom(n.beacon.Host.Addr, 443)
-	n.beacon.Config.Beacon.WebSocket.Listen = ws.String()
-	for _, node := range n.nodes {
-		node.Config.Beacons[0].WebSocket = "ws://" + ws.String() + "/burrow"
-	}
+	n := newWebSocketNetwork(t)
 	startAll(t, n.net)
 	d, a := n.nodes["d"], n.nodes["a"]
 	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "d linked over WebSocket and through the relay", func() bool {

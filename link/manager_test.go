@@ -329,14 +329,20 @@ func TestReplayedTransportIsRejected(t *testing.T) {
 	}
 }
 
-func TestHandshakeFloodIsRateLimited(t *testing.T) {
-	_, a, b := pair(t, Timers{})
-	now := time.Unix(1000, 0)
-	_, msg, err := StartHandshake(&a.m.cfg.Handshake)
+// initiation is a handshake initiation from n, as it leaves n's socket.
+func initiation(t *testing.T, n *testNode) []byte {
+	t.Helper()
+	_, msg, err := StartHandshake(&n.m.cfg.Handshake)
 	if err != nil {
 		t.Fatal(err)
 	}
-	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
+	return wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
+}
+
+func TestHandshakeFloodIsRateLimited(t *testing.T) {
+	_, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	init := initiation(t, a)
 	for i := 0; i < 1000; i++ {
 		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
 	}
@@ -427,11 +433,7 @@ func TestReplacedSessionStaysWhileThePeerSendsOnIt(t *testing.T) {
 func TestAnAnswerIsNeverMuchLongerThanTheInitiation(t *testing.T) {
 	_, a, b := pair(t, Timers{})
 	now := time.Unix(1000, 0)
-	_, msg, err := StartHandshake(&a.m.cfg.Handshake)
-	if err != nil {
-		t.Fatal(err)
-	}
-	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, msg)
+	init := initiation(t, a)
 	if len(init) != InitLen {
 		t.Fatalf("initiation of %d bytes, want InitLen, %d", len(init), InitLen)
 	}

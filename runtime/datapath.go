@@ -43,13 +43,12 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
 			p.Frame = p.Frame[l2.VirtioNetHdrLen:]
 		}
 		now := time.Now().UnixNano()
-		if q.Sparse(p, time.Duration(now)) {
-			dp.FromTAP(w, p.Hdr, p.Frame, now)
-			w.Tx.Flush()
+		if q.Admit(p, time.Duration(now)) {
+			p = q.Get()
 			continue
 		}
-		q.Put(p, time.Duration(now))
-		p = q.Get()
+		dp.FromTAP(w, p.Hdr, p.Frame, now)
+		w.Tx.Flush()
 	}
 }
 
@@ -200,23 +199,20 @@ func (d *Daemon) runSocketReader() {
 		}
 		waiting += n
 		now := time.Now().UnixNano()
-		handled := 0
+		small := false
 		for i := range msgs[:waiting] {
 			if m := &msgs[i]; m.N <= smallDatagram {
 				d.fromSocket(w, tw, m, now)
-				m.N = -1
-				handled++
+				m.N, small = -1, true
 			}
 		}
-		if handled > 0 {
-			sinceFlush = rxFlushEvery
-		} else {
+		if !small {
 			d.fromSocket(w, tw, &msgs[0], now)
 			msgs[0].N = -1
 			sinceFlush++
 		}
 		waiting = compactHandled(msgs[:waiting])
-		if waiting == 0 || sinceFlush >= rxFlushEvery {
+		if waiting == 0 || small || sinceFlush >= rxFlushEvery {
 			tw.flush()
 			w.Tx.Flush()
 			sinceFlush = 0

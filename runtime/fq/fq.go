@@ -127,7 +127,7 @@ func (q *Queue) Get() *Packet {
 	return q.pop(&q.flows[longest])
 }
 
-// SparseFrameLen is the largest frame Sparse lets skip the queue: pings,
+// SparseFrameLen is the largest frame Admit leaves to the reader: pings,
 // DNS, keystrokes, acknowledgements, voice.
 const SparseFrameLen = 512
 
@@ -136,34 +136,37 @@ const SparseFrameLen = 512
 // stream of acknowledgements is queued and sent in batches.
 const SparseGap = time.Millisecond
 
-// Sparse reports whether the frame the reader read into p, at now, is a
-// small one of a flow that has nothing queued, nothing with the worker and
-// was silent for SparseGap: then the reader sends it itself, at once,
-// overtaking nothing of its own flow and waiting neither for the worker
-// nor for a bulk flow's turn. Otherwise the reader Puts it.
-func (q *Queue) Sparse(p *Packet, now time.Duration) bool {
-	if len(p.Frame) > SparseFrameLen {
-		return false
-	}
-	f := &q.flows[q.flowOf(p)]
+// Admit queues the frame the reader read into p, at now, and reports
+// true; except a small frame of a flow that has nothing queued, nothing
+// with the worker and was silent for SparseGap, which it leaves to the
+// reader to send itself, at once, reporting false: such a frame overtakes
+// nothing of its own flow and need wait neither for the worker nor for a
+// bulk flow's turn.
+func (q *Queue) Admit(p *Packet, now time.Duration) bool {
+	i := q.flowOf(p)
+	f := &q.flows[i]
 	q.mu.Lock()
-	defer q.mu.Unlock()
-	if f.listed || now-f.last < SparseGap {
+	if len(p.Frame) <= SparseFrameLen && !f.listed && now-f.last >= SparseGap {
+		f.last = now
+		q.mu.Unlock()
 		return false
 	}
-	f.last = now
+	q.put(i, p, now)
+	q.mu.Unlock()
+	select {
+	case q.ready <- struct{}{}:
+	default:
+	}
 	return true
 }
 
 func (q *Queue) flowOf(p *Packet) int { return int(l2.FlowHash(p.Frame) % uint32(len(q.flows))) }
 
-// Put queues the frame the reader read into p, at now.
-func (q *Queue) Put(p *Packet, now time.Duration) {
-	i := q.flowOf(p)
+// put appends p to flow i's queue; q.mu is held.
+func (q *Queue) put(i int, p *Packet, now time.Duration) {
 	f := &q.flows[i]
 	p.enqueued = now
 	p.next = nil
-	q.mu.Lock()
 	f.last = now
 	if f.tail == nil {
 		f.head = p
@@ -179,14 +182,9 @@ func (q *Queue) Put(p *Packet, now time.Duration) {
 		f.deficit = quantum
 		q.newFlows.push(i)
 	}
-	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
 }
 
-// Ready is signalled after Put: the worker waits on it when Next found
+// Ready is signalled when Admit queues a frame: the worker waits on it when Next found
 // nothing.
 func (q *Queue) Ready() <-chan struct{} { return q.ready }
 

@@ -26,10 +26,14 @@ func udpFrame(port uint16, size int) []byte {
 	return b
 }
 
+// put queues frame at now, even a small frame that Admit would leave to
+// the reader.
 func put(q *Queue, frame []byte, now time.Duration) {
 	p := q.Get()
 	p.Frame = append(p.Buf[:0], frame...)
-	q.Put(p, now)
+	q.mu.Lock()
+	q.put(q.flowOf(p), p, now)
+	q.mu.Unlock()
 }
 
 // TestASparseFlowOvertakesABulkQueue: a ping behind a queue of bulk
@@ -124,14 +128,16 @@ func TestAFullQueueDropsFromTheLongestFlow(t *testing.T) {
 	}
 }
 
-func TestGetPutNextAllocateNothing(t *testing.T) {
+func TestGetAdmitNextAllocateNothing(t *testing.T) {
 	q := New(8, 2048, 1<<20, 16)
 	frame := udpFrame(1000, 1500)
 	now := time.Second
 	allocs := testing.AllocsPerRun(1000, func() {
 		p := q.Get()
 		p.Frame = append(p.Buf[:0], frame...)
-		q.Put(p, now)
+		if !q.Admit(p, now) {
+			t.Fatal("a bulk frame was left to the reader")
+		}
 		q.Release(q.Next(now))
 	})
 	if allocs != 0 {
@@ -176,26 +182,35 @@ func TestABulkFlowIsHeldToTheByteLimit(t *testing.T) {
 func TestOnlyASilentFlowsSmallFrameSkipsTheQueue(t *testing.T) {
 	q := New(64, 2048, 1<<20, 16)
 	now := time.Second
-	sparse := func(frame []byte, at time.Duration) bool {
+	skips := func(frame []byte, at time.Duration) bool {
 		p := q.Get()
-		defer q.Release(p)
 		p.Frame = append(p.Buf[:0], frame...)
-		return q.Sparse(p, at)
+		if q.Admit(p, at) {
+			return false
+		}
+		q.Release(p)
+		return true
 	}
-	if !sparse(udpFrame(2000, 100), now) {
+	drain := func(at time.Duration) {
+		for p := q.Next(at); p != nil; p = q.Next(at) {
+			q.Release(p)
+		}
+	}
+	if !skips(udpFrame(2000, 100), now) {
 		t.Fatal("a silent flow's small frame must skip the queue")
 	}
-	if sparse(udpFrame(2000, 100), now+SparseGap/2) {
+	if skips(udpFrame(2000, 100), now+SparseGap/2) {
 		t.Fatal("a small frame right behind one that skipped must be queued: its flow is not silent")
 	}
-	if !sparse(udpFrame(2000, 100), now+2*SparseGap) {
+	drain(now + SparseGap/2)
+	if !skips(udpFrame(2000, 100), now+3*SparseGap) {
 		t.Fatal("the flow was silent for SparseGap again: its small frame must skip the queue")
 	}
-	if sparse(udpFrame(3000, SparseFrameLen+1), now) {
+	if skips(udpFrame(3000, SparseFrameLen+1), now) {
 		t.Fatal("a frame larger than SparseFrameLen must be queued")
 	}
 	put(q, udpFrame(4000, 1500), now)
-	if sparse(udpFrame(4000, 100), now+2*SparseGap) {
+	if skips(udpFrame(4000, 100), now+2*SparseGap) {
 		t.Fatal("a small frame of a flow with frames queued must be queued behind them")
 	}
 }

@@ -23,14 +23,8 @@ func runRevocation(o Options) (*Result, error) {
 		"n", "members that learned", "all learned after", "median member after", "the revoked member saw its last link die after", "revocation messages per member", "links per member")
 	data := map[string]any{}
 	for _, n := range o.sizes(100, 1000) {
-		s := sim.New(sim.Config{Seed: o.Seed, Progress: progressOf(o, "revocation", n), ProgressEvery: 1 << 16})
-		nodes := make([]*sim.Node, n)
-		for i := range nodes {
-			nodes[i] = s.AddNode(uniform(2, 4, false)(i))
-		}
-		s.ColdStart(nodes, coldStartOver)
-		_, err := s.Converge(convergeLimit(n), convergeStable)
-		r.check(fmt.Sprintf("revocation n=%d convergence", n), err)
+		s := build(o, r, "revocation", spec{n: n, node: uniform(2, 4, false), coldStart: true})
+		nodes := s.Nodes()
 		revoked, handedTo := s.Rand().IntN(n), s.Rand().IntN(n)
 		for handedTo == revoked {
 			handedTo = s.Rand().IntN(n)
