@@ -3,6 +3,7 @@ module burrow
 go 1.26.8
 
 require (
+	filippo.io/edwards25519 v1.2.0
 	github.com/cilium/ebpf v0.22.0
 	github.com/coder/websocket v1.8.15
 	github.com/flynn/noise v1.1.0

@@ -102,20 +102,22 @@ type Status uint8
 
 // Statuses.
 const (
-	OK       Status = iota // done; Value, Owner and Expires describe the record
-	Exists                 // PutIfAbsent: a live record exists; it is in Value, Owner, Expires
-	NotFound               // no live record
-	Denied                 // the record belongs to Owner, not to the caller
-	TooLarge               // the value exceeds Config.MaxValueLen
-	Full                   // the primary holds as many records as it may; from a replica at its cap, the write may still surface, as with Timeout
-	Invalid                // empty or oversize key, or a TTL that is not positive
-	Timeout                // no answer in time; a write may or may not have happened
-	Busy                   // too many operations queued on the key; try again later
-	conflict               // replica ack only: the replica has a copy the primary lacks
+	OK        Status = iota // done; Value, Owner and Expires describe the record
+	Exists                  // PutIfAbsent: a live record exists; it is in Value, Owner, Expires
+	NotFound                // no live record
+	Denied                  // the record belongs to Owner, not to the caller
+	TooLarge                // the value exceeds Config.MaxValueLen
+	Full                    // the primary holds as many records as it may; from a replica at its cap, the write may still surface, as with Timeout
+	Invalid                 // empty or oversize key, or a TTL that is not positive
+	Timeout                 // no answer in time; a write may or may not have happened
+	Busy                    // too many operations queued on the key; try again later
+	Unproven                // a signature failed: on a write, not the origin's or signed over a minute ago; on an answer, not the record owner's
+	OverQuota               // the owner holds as many records as one member may
+	conflict                // replica ack only: the replica has a copy the primary lacks
 	maxStatus
 )
 
-var statusNames = [...]string{"ok", "exists", "not-found", "denied", "too-large", "full", "invalid", "timeout", "busy", "conflict"}
+var statusNames = [...]string{"ok", "exists", "not-found", "denied", "too-large", "full", "invalid", "timeout", "busy", "unproven", "over-quota", "conflict"}
 
 func (s Status) String() string {
 	if s >= maxStatus {
@@ -183,6 +185,12 @@ type Config struct {
 	Grace           time.Duration // keep dead records and tombstones this long
 	// MaxMessageLen bounds every payload given to Env.Send.
 	MaxMessageLen int
+	// Auth signs this node's writes and verifies everyone's; nil takes
+	// every record on trust.
+	Auth Authority
+	// OwnerQuota bounds the live records one owner may hold across the
+	// ring; each primary enforces its share of it.
+	OwnerQuota int
 }
 
 // Defaults.
@@ -198,6 +206,7 @@ const (
 	DefaultRefreshInterval = 10 * time.Second
 	DefaultGrace           = time.Minute
 	DefaultMaxMessageLen   = 1100
+	DefaultOwnerQuota      = 1024
 
 	// maxHops bounds how often a request is forwarded; a loop between
 	// disagreeing views dies out and the client retries.
@@ -226,6 +235,7 @@ func (c Config) withDefaults() (Config, error) {
 	def(&c.MaxValueLen, DefaultMaxValueLen)
 	def(&c.MaxRecords, DefaultMaxRecords)
 	def(&c.MaxMessageLen, DefaultMaxMessageLen)
+	def(&c.OwnerQuota, DefaultOwnerQuota)
 	defD(&c.MaxTTL, DefaultMaxTTL)
 	defD(&c.RequestTimeout, DefaultRequestTimeout)
 	defD(&c.RetryInterval, DefaultRetryInterval)
@@ -262,6 +272,7 @@ type Stats struct {
 	Syncing       int // gained arcs still being handed over
 	Conflicts     uint64
 	Malformed     uint64 // messages that failed to decode
+	Forged        uint64 // requests, copies and answers refused: signature failed, or a request signed too long ago
 	Forwarded     uint64
 	Operations    []OperationCount `json:",omitempty"` // this node's own finished operations
 }
@@ -307,9 +318,15 @@ type Participant struct {
 	done   []func()
 	inside bool
 
-	buf      []byte
-	stats    Stats
-	finished [maxOp][maxStatus]uint64 // own operations by kind and result
+	buf       []byte
+	authBuf   []byte
+	lastStamp uint64 // the last proof's stamp, so that each is newer
+	// checked remembers signatures verified lately, by a hash of what they
+	// sign and themselves; checkedLog holds them oldest first.
+	checked    map[[32]byte]bool
+	checkedLog [][32]byte
+	stats      Stats
+	finished   [maxOp][maxStatus]uint64 // own operations by kind and result
 }
 
 // New creates the participant of the node env describes. now seeds request
@@ -331,6 +348,7 @@ func New(env Env, cfg Config, now time.Time) (*Participant, error) {
 		ops:     make(map[uint64]*clientOp),
 		nextID:  uint64(now.UnixNano()),
 		answers: make(map[answerKey]*answer),
+		checked: make(map[[32]byte]bool),
 	}
 	p.nextRefresh = now.Add(cfg.RefreshInterval)
 	p.nextSweep = now
@@ -405,9 +423,27 @@ func (p *Participant) Delete(key string, now time.Time, cb func(Result)) {
 	p.start(opDelete, key, nil, 0, now, cb)
 }
 
-// Renew extends key's lease to ttl from now; only its owner may.
+// Renew extends key's lease to ttl from now; only its owner may. With an
+// Authority the owner signs the record again, value included, so Renew
+// reads the record first.
 func (p *Participant) Renew(key string, ttl time.Duration, now time.Time, cb func(Result)) {
-	p.start(opRenew, key, nil, ttl, now, cb)
+	if p.cfg.Auth == nil || p.checkRequest(opRenew, key, nil, ttl) != OK {
+		p.start(opRenew, key, nil, ttl, now, cb)
+		return
+	}
+	p.start(opGet, key, nil, 0, now, func(res Result) {
+		switch {
+		case res.Status == OK && res.Owner != p.self:
+			res = Result{Status: Denied, Owner: res.Owner, At: res.At}
+		case res.Status == OK:
+			p.start(opRenew, key, res.Value, ttl, res.At, cb)
+			return
+		}
+		p.finished[opRenew][res.Status]++
+		if cb != nil {
+			cb(res)
+		}
+	})
 }
 
 // Stats reports counters and sizes.
@@ -566,6 +602,9 @@ func (p *Participant) start(o op, key string, value []byte, ttl time.Duration, n
 			nextRetry: now.Add(p.cfg.RetryInterval),
 			cb:        cb,
 		}
+		if p.cfg.Auth != nil && o != opGet {
+			c.msg.Proof = p.sign(key, o == opDelete, value, ttl, now)
+		}
 		p.ops[c.msg.ID] = c
 		p.issue(c, now)
 	})
@@ -613,7 +652,11 @@ func (p *Participant) handleResponse(m *message, now time.Time) {
 	if c == nil {
 		return // answered already, or timed out
 	}
-	p.finish(c, m.Status, m.Value, m.Owner, m.Remaining, now)
+	st := m.Status
+	if (st == OK || st == Exists) && !p.verified(c.msg.Key, c.msg.Op == opDelete, m.Value, m.Owner, m.Proof) {
+		st = Unproven // an answer its owner did not sign: some node on the way made it up
+	}
+	p.finish(c, st, m.Value, m.Owner, m.Remaining, now)
 }
 
 // finish completes a client operation.

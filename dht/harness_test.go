@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"burrow/identity"
 	"burrow/nid"
 	"burrow/overlay"
 )
@@ -42,6 +43,15 @@ type simRing struct {
 	loss        float64       // chance that a message is lost on the way
 
 	delivered, lost int
+
+	// unsigned runs the participants without an Authority; otherwise each
+	// node signs with its own key and revoked voids an owner's records.
+	unsigned bool
+	keys     map[nid.ID]identity.NodeKey
+	revoked  map[nid.ID]bool
+	// tamper, when set, sees every message sent and returns what arrives
+	// (nil: lost), as a member on the path could.
+	tamper func(from nid.ID, m *message) *message
 }
 
 type simNode struct {
@@ -85,6 +95,8 @@ func newSimRing(t fataler, seed uint64, cfg Config) *simRing {
 		rng:         rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 		now:         simEpoch,
 		nodes:       make(map[nid.ID]*simNode),
+		keys:        make(map[nid.ID]identity.NodeKey),
+		revoked:     make(map[nid.ID]bool),
 		cfg:         cfg,
 		succs:       4,
 		minDelay:    time.Millisecond,
@@ -112,13 +124,52 @@ func (r *simRing) runUntil(t time.Time) {
 
 func (r *simRing) run(d time.Duration) { r.runUntil(r.now.Add(d)) }
 
+// randomID draws a new node: a key pair and the ID it derives, or, for an
+// unsigned ring, just an ID.
 func (r *simRing) randomID() nid.ID {
 	for {
 		id := nid.FromUint128(r.rng.Uint64(), r.rng.Uint64())
+		if !r.unsigned {
+			var seed [32]byte
+			copy(seed[:], id[:])
+			key, err := identity.GenerateNodeKey(rand.NewChaCha8(seed))
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			id = key.ID()
+			r.keys[id] = key
+		}
 		if _, taken := r.nodes[id]; !taken && id != (nid.ID{}) {
 			return id
 		}
 	}
+}
+
+// signedElsewhere is a live record copy, signed by a member that is not on
+// the ring, as a copy of a write the ring never saw would arrive.
+func (r *simRing) signedElsewhere(key, value string, version uint64) (*wireRecord, nid.ID) {
+	owner, err := identity.GenerateNodeKey(rand.NewChaCha8([32]byte{0xaa}))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	w := &wireRecord{Key: key, Owner: owner.ID(), Version: version, Remaining: 60000, Value: []byte(value)}
+	w.Proof = &proof{Key: owner.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Hour).Unix())}
+	w.Proof.Sig = owner.Sign(signedContent(nil, key, false, w.Value, w.Proof), [64]byte{})
+	return w, owner.ID()
+}
+
+// testAuthority signs with a node's key and honours the ring's revocations.
+type testAuthority struct {
+	key  identity.NodeKey
+	ring *simRing
+}
+
+func (a *testAuthority) PublicKey() [32]byte { return a.key.Public }
+
+func (a *testAuthority) Sign(msg []byte) [SignatureSize]byte { return a.key.Sign(msg, [64]byte{}) }
+
+func (a *testAuthority) Verify(key [32]byte, msg []byte, sig [SignatureSize]byte) bool {
+	return !a.ring.revoked[nid.FromPublicKey(key)] && identity.VerifyNodeSignature(key, msg, sig)
 }
 
 // members is the true membership: every live node.
@@ -150,7 +201,11 @@ func (r *simRing) addNode(id nid.ID, instant bool) *simNode {
 	slices.SortFunc(n.view, nid.ID.Compare)
 	r.nodes[id] = n
 	r.order = append(r.order, id)
-	p, err := New(n, r.cfg, r.now)
+	cfg := r.cfg
+	if key, ok := r.keys[id]; ok {
+		cfg.Auth = &testAuthority{key: key, ring: r}
+	}
+	p, err := New(n, cfg, r.now)
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -287,6 +342,18 @@ func (n *simNode) Send(to nid.ID, exact bool, payload []byte) {
 	if r.rng.Float64() < r.loss {
 		r.lost++
 		return
+	}
+	if r.tamper != nil {
+		m, err := parseMessage(msg)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		changed := r.tamper(from, &m)
+		if changed == nil {
+			r.lost++
+			return
+		}
+		msg = changed.append(nil)
 	}
 	r.at(r.now.Add(delay), func() {
 		d := r.nodes[dest]

@@ -7,8 +7,9 @@ import (
 	"burrow/nid"
 )
 
-// wireVersion is the first byte of every DHT message.
-const wireVersion = 1
+// wireVersion is the first byte of every DHT message. Version 2 added the
+// owners' proofs.
+const wireVersion = 2
 
 // msgType is the second byte of every DHT message.
 type msgType uint8
@@ -56,9 +57,10 @@ var opNames = [...]string{opGet: "get", opPut: "put", opPutIfAbsent: "put-if-abs
 
 // Wire limits. The participant enforces tighter ones from its Config.
 const (
-	maxWireKey     = 255
-	maxWireEntries = 4096
-	recordFlagDead = 1 // tombstone
+	maxWireKey       = 255
+	maxWireEntries   = 4096
+	recordFlagDead   = 1 // tombstone
+	recordFlagSigned = 2 // a proof follows the value
 )
 
 // Decoding errors.
@@ -76,9 +78,10 @@ type wireRecord struct {
 	Key       string
 	Owner     nid.ID
 	Version   uint64
-	Remaining uint32 // milliseconds the record still lives; 0 when dead
+	Remaining uint32 // milliseconds the record (or the tombstone) still lives
 	Dead      bool   // deleted: a tombstone that keeps the version
 	Value     []byte
+	Proof     *proof
 }
 
 type digestEntry struct {
@@ -97,6 +100,7 @@ type message struct {
 	TTL    uint32 // Request: lease in milliseconds
 	Key    string // Request, ReplicaAck, Check
 	Value  []byte // Request, Response
+	Proof  *proof // Request: the origin's signature on its write; Response: the owner's on the record
 
 	Status    Status // Response, ReplicaAck
 	Owner     nid.ID // Response
@@ -127,16 +131,40 @@ func appendRecord(b []byte, r *wireRecord) []byte {
 	if r.Dead {
 		flags |= recordFlagDead
 	}
+	if r.Proof != nil {
+		flags |= recordFlagSigned
+	}
 	b = append(b, flags)
 	b = appendKey(b, r.Key)
 	b = append(b, r.Owner[:]...)
 	b = binary.BigEndian.AppendUint64(b, r.Version)
 	b = binary.BigEndian.AppendUint32(b, r.Remaining)
-	return appendValue(b, r.Value)
+	b = appendValue(b, r.Value)
+	if r.Proof != nil {
+		b = appendProof(b, r.Proof)
+	}
+	return b
 }
 
-// recordLen is the encoded size of r.
-func recordLen(r *wireRecord) int { return 1 + 1 + len(r.Key) + nid.Size + 8 + 4 + 2 + len(r.Value) }
+func appendProof(b []byte, pr *proof) []byte {
+	b = append(b, pr.Key[:]...)
+	b = binary.BigEndian.AppendUint64(b, pr.Stamp)
+	b = binary.BigEndian.AppendUint32(b, pr.Until)
+	return append(b, pr.Sig[:]...)
+}
+
+// appendOptionalProof writes a presence byte, then the proof if any.
+func appendOptionalProof(b []byte, pr *proof) []byte {
+	if pr == nil {
+		return append(b, 0)
+	}
+	return appendProof(append(b, 1), pr)
+}
+
+// recordLen is the encoded size of r with a proof, whether it has one or not.
+func recordLen(r *wireRecord) int {
+	return 1 + 1 + len(r.Key) + nid.Size + 8 + 4 + 2 + len(r.Value) + proofLen
+}
 
 // append encodes m after b. Fields must respect the wire limits; the
 // participant only builds messages that do.
@@ -150,12 +178,14 @@ func (m *message) append(b []byte) []byte {
 		b = binary.BigEndian.AppendUint32(b, m.TTL)
 		b = appendKey(b, m.Key)
 		b = appendValue(b, m.Value)
+		b = appendOptionalProof(b, m.Proof)
 	case msgResponse:
 		b = binary.BigEndian.AppendUint64(b, m.ID)
 		b = append(b, byte(m.Status))
 		b = append(b, m.Owner[:]...)
 		b = binary.BigEndian.AppendUint32(b, m.Remaining)
 		b = appendValue(b, m.Value)
+		b = appendOptionalProof(b, m.Proof)
 	case msgReplicate:
 		b = binary.BigEndian.AppendUint64(b, m.ID)
 		b = binary.BigEndian.AppendUint64(b, m.Base)
@@ -224,6 +254,7 @@ func parseMessage(b []byte) (message, error) {
 		m.TTL = r.u32()
 		m.Key = r.key()
 		m.Value = r.value()
+		m.Proof = r.optionalProof()
 		if r.err == nil && (m.Op == 0 || m.Op >= maxOp) {
 			r.fail(errField)
 		}
@@ -233,6 +264,7 @@ func parseMessage(b []byte) (message, error) {
 		m.Owner = r.id()
 		m.Remaining = r.u32()
 		m.Value = r.value()
+		m.Proof = r.optionalProof()
 	case msgReplicate:
 		m.ID = r.u64()
 		m.Base = r.u64()
@@ -403,7 +435,7 @@ func (r *reader) status() Status {
 func (r *reader) record() wireRecord {
 	var w wireRecord
 	flags := r.u8()
-	if r.err == nil && flags&^recordFlagDead != 0 {
+	if r.err == nil && flags&^(recordFlagDead|recordFlagSigned) != 0 {
 		r.fail(errField)
 	}
 	w.Dead = flags&recordFlagDead != 0
@@ -412,8 +444,34 @@ func (r *reader) record() wireRecord {
 	w.Version = r.u64()
 	w.Remaining = r.u32()
 	w.Value = r.value()
+	if flags&recordFlagSigned != 0 {
+		w.Proof = r.proof()
+	}
 	if r.err == nil && w.Version == 0 {
 		r.fail(errField) // version 0 means "no record"
 	}
 	return w
+}
+
+func (r *reader) proof() *proof {
+	b := r.take(proofLen)
+	if b == nil {
+		return nil
+	}
+	pr := &proof{Stamp: binary.BigEndian.Uint64(b[32:40]), Until: binary.BigEndian.Uint32(b[40:44])}
+	copy(pr.Key[:], b[:32])
+	copy(pr.Sig[:], b[44:])
+	return pr
+}
+
+// optionalProof reads a presence byte, then the proof if there is one.
+func (r *reader) optionalProof() *proof {
+	switch r.u8() {
+	case 0:
+		return nil
+	case 1:
+		return r.proof()
+	}
+	r.fail(errField)
+	return nil
 }

@@ -23,6 +23,16 @@ func genValue(t *rapid.T, label string) []byte {
 	return v
 }
 
+func genProof(t *rapid.T) *proof {
+	if !rapid.Bool().Draw(t, "signed") {
+		return nil
+	}
+	pr := &proof{Stamp: rapid.Uint64().Draw(t, "stamp"), Until: rapid.Uint32().Draw(t, "until")}
+	copy(pr.Key[:], rapid.SliceOfN(rapid.Byte(), 32, 32).Draw(t, "public key"))
+	copy(pr.Sig[:], rapid.SliceOfN(rapid.Byte(), SignatureSize, SignatureSize).Draw(t, "signature"))
+	return pr
+}
+
 func genRecord(t *rapid.T) wireRecord {
 	return wireRecord{
 		Key:       rapid.StringN(1, 20, 255).Draw(t, "key"),
@@ -31,6 +41,7 @@ func genRecord(t *rapid.T) wireRecord {
 		Remaining: rapid.Uint32().Draw(t, "remaining"),
 		Dead:      rapid.Bool().Draw(t, "dead"),
 		Value:     genValue(t, "value"),
+		Proof:     genProof(t),
 	}
 }
 
@@ -42,9 +53,11 @@ func genMessage(t *rapid.T) message {
 		m.Op = op(rapid.IntRange(1, int(maxOp)-1).Draw(t, "op"))
 		m.Hops, m.TTL = rapid.Uint8().Draw(t, "hops"), rapid.Uint32().Draw(t, "ttl")
 		m.Key, m.Value = rapid.StringN(1, 20, 255).Draw(t, "key"), genValue(t, "value")
+		m.Proof = genProof(t)
 	case msgResponse:
 		m.ID, m.Status = rapid.Uint64().Draw(t, "id"), Status(rapid.IntRange(0, int(maxStatus)-1).Draw(t, "status"))
 		m.Owner, m.Remaining, m.Value = genNID(t, "owner"), rapid.Uint32().Draw(t, "remaining"), genValue(t, "value")
+		m.Proof = genProof(t)
 	case msgReplicate:
 		rec := genRecord(t)
 		m.ID, m.Base = rapid.Uint64().Draw(t, "id"), rapid.Uint64Max(rec.Version-1).Draw(t, "base")
@@ -125,7 +138,8 @@ func TestParseRejectsInvalidFields(t *testing.T) {
 		return c
 	}
 	bad := map[string][]byte{
-		"version":                 mutate(valid["request"], 0, 2),
+		"version":                 mutate(valid["request"], 0, 1),
+		"unknown proof presence":  mutate(valid["response"], len(valid["response"])-1, 2),
 		"type zero":               mutate(valid["request"], 1, 0),
 		"unknown type":            mutate(valid["request"], 1, byte(maxMsgType)),
 		"unknown op":              mutate(valid["request"], 2+8+16, byte(maxOp)),
@@ -133,7 +147,7 @@ func TestParseRejectsInvalidFields(t *testing.T) {
 		"unknown status":          mutate(valid["response"], 2+8, byte(maxStatus)),
 		"write not moving on":     (&message{Type: msgReplicate, Base: 2, Records: []wireRecord{rec}}).append(nil),
 		"record version zero":     (&message{Type: msgRecords, Total: 1, Records: []wireRecord{{Key: "k"}}}).append(nil),
-		"unknown record flag":     mutate(valid["replicate"], 2+8+8, 2),
+		"unknown record flag":     mutate(valid["replicate"], 2+8+8, 4),
 		"batch beyond its total":  (&message{Type: msgRecords, Seq: 1, Total: 1}).append(nil),
 		"ack with two records":    append((&message{Type: msgReplicaAck, Key: "k"}).append(nil)[:2+8+1+2], 2),
 		"digest longer than sent": append((&message{Type: msgDigest}).append(nil)[:2], 0, 3),
@@ -150,6 +164,9 @@ func FuzzParseMessage(f *testing.F) {
 	rec := wireRecord{Key: "dhcp:10.0.0.0/24:10.0.0.7", Owner: nid.ID{1}, Version: 7 << 16, Remaining: 60000, Value: []byte("52:54:00:00:00:01 host")}
 	for _, m := range []message{
 		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opPutIfAbsent, Hops: maxHops, TTL: 60000, Key: rec.Key, Value: rec.Value},
+		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opPut, Hops: maxHops, TTL: 60000, Key: rec.Key, Value: rec.Value, Proof: &proof{Key: [32]byte{3}, Stamp: 1, Until: 2}},
+		{Type: msgResponse, ID: 1, Status: OK, Owner: nid.ID{1}, Remaining: 1000, Value: []byte("v"), Proof: &proof{Key: [32]byte{3}, Stamp: 1, Until: 2}},
+		{Type: msgRecords, ID: 4, Total: 1, Records: []wireRecord{{Key: "y", Version: 1, Value: []byte("v"), Proof: &proof{Key: [32]byte{4}, Stamp: 5, Until: 6}}}},
 		{Type: msgResponse, ID: 1, Status: Exists, Owner: nid.ID{1}, Remaining: 1000, Value: []byte("v")},
 		{Type: msgReplicate, ID: 3, Base: 1, Records: []wireRecord{rec}},
 		{Type: msgReplicaAck, ID: 3, Status: conflict, Key: rec.Key, Records: []wireRecord{rec}},

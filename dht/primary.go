@@ -51,11 +51,9 @@ type answerKey struct {
 }
 
 type answer struct {
-	status  Status
-	value   []byte
-	owner   nid.ID
-	expires time.Time // of the record when answered; zero for none
-	until   time.Time // when the cache forgets it
+	status Status
+	rec    *record   // as written; nil for none
+	until  time.Time // when the cache forgets it
 }
 
 func (p *Participant) handleRequest(r *request, now time.Time) {
@@ -70,11 +68,15 @@ func (p *Participant) handleRequest(r *request, now time.Time) {
 		return
 	}
 	if a := p.answers[answerKey{r.msg.Origin, r.msg.ID}]; a != nil {
-		p.respond(r, a.status, a.value, a.owner, a.expires, now)
+		p.respond(r, a.status, a.rec, now)
 		return
 	}
-	if st := p.checkRequest(r.msg.Op, r.msg.Key, r.msg.Value, r.ttl); st != OK {
-		p.respond(r, st, nil, nid.ID{}, time.Time{}, now)
+	st := p.checkRequest(r.msg.Op, r.msg.Key, r.msg.Value, r.ttl)
+	if st == OK {
+		st = p.authorize(r, now)
+	}
+	if st != OK {
+		p.respond(r, st, nil, now)
 		return
 	}
 	r.ttl = min(r.ttl, p.cfg.MaxTTL)
@@ -84,7 +86,7 @@ func (p *Participant) handleRequest(r *request, now time.Time) {
 			return // a retry of what is already in hand
 		}
 		if len(ks.queue) >= maxQueued {
-			p.respond(r, Busy, nil, nid.ID{}, time.Time{}, now)
+			p.respond(r, Busy, nil, now)
 			return
 		}
 		ks.queue = append(ks.queue, r)
@@ -115,20 +117,20 @@ func (p *Participant) execute(r *request, now time.Time) {
 	rec := p.records[r.msg.Key]
 	live := rec != nil && rec.live(now)
 	origin := r.msg.Origin
-	answer := func(st Status, value []byte, owner nid.ID, expires time.Time) {
+	answer := func(st Status, found *record) {
 		if !r.checked {
 			p.check(r, rec, now)
 			return
 		}
-		p.respond(r, st, value, owner, expires, now)
+		p.respond(r, st, found, now)
 	}
 	switch r.msg.Op {
 	case opGet:
 		if !live {
-			answer(NotFound, nil, nid.ID{}, time.Time{})
+			answer(NotFound, nil)
 			return
 		}
-		answer(OK, rec.value, rec.owner, rec.expires)
+		answer(OK, rec)
 		return
 	case opPutIfAbsent:
 		if live {
@@ -136,34 +138,48 @@ func (p *Participant) execute(r *request, now time.Time) {
 			if rec.owner == origin && bytes.Equal(rec.value, r.msg.Value) {
 				st = OK // the same owner asking again: a retry, or a restart
 			}
-			answer(st, rec.value, rec.owner, rec.expires)
+			answer(st, rec)
 			return
 		}
 	case opPut:
 		if live && rec.owner != origin {
-			answer(Denied, nil, rec.owner, time.Time{})
+			answer(Denied, rec)
 			return
 		}
 	case opDelete, opRenew:
 		if !live {
-			answer(NotFound, nil, nid.ID{}, time.Time{})
+			answer(NotFound, nil)
 			return
 		}
 		if rec.owner != origin {
-			answer(Denied, nil, rec.owner, time.Time{})
+			answer(Denied, rec)
 			return
 		}
 	}
-	if rec == nil && len(p.records) >= p.cfg.MaxRecords {
-		p.respond(r, Full, nil, nid.ID{}, time.Time{}, now)
+	switch {
+	case rollsBack(rec, origin, r.msg.Proof):
+		p.respond(r, Denied, rec, now)
+		return
+	case rec == nil && len(p.records) >= p.cfg.MaxRecords:
+		p.respond(r, Full, nil, now)
+		return
+	case !live && r.msg.Op != opDelete && p.overQuota(origin, now):
+		p.respond(r, OverQuota, nil, now)
 		return
 	}
-	next := &record{key: r.msg.Key, pos: r.pos, owner: origin, value: r.msg.Value, expires: now.Add(r.ttl)}
-	switch r.msg.Op {
-	case opDelete:
+	next := &record{key: r.msg.Key, pos: r.pos, owner: origin, value: r.msg.Value, expires: now.Add(r.ttl), proof: r.msg.Proof}
+	switch {
+	case r.msg.Op == opDelete:
 		next.value, next.dead, next.expires = nil, true, now
-	case opRenew:
+		if next.proof != nil {
+			// The tombstone outlives the lease it ends, so that no one can
+			// replay the owner's last write within it.
+			next.expires = later(now, rec.expires)
+		}
+	case r.msg.Op == opRenew && next.proof == nil:
 		next.value = rec.value
+	case next.proof != nil && next.expires.After(signedEnd(next.proof)):
+		next.expires = signedEnd(next.proof)
 	}
 	p.write(r, next, now)
 }
@@ -274,18 +290,13 @@ func (p *Participant) completeRound(ks *keyState, st Status, now time.Time) {
 	switch {
 	case rd.req == nil:
 	case st != OK:
-		p.respond(rd.req, st, nil, nid.ID{}, time.Time{}, now)
+		p.respond(rd.req, st, nil, now)
 	case rd.rec == nil:
 		rd.req.checked = true
 		ks.queue = slices.Insert(ks.queue, 0, rd.req)
 	default:
-		rec := rd.rec
-		value, expires := rec.value, rec.expires
-		if rec.dead {
-			value, expires = nil, time.Time{}
-		}
-		p.respond(rd.req, OK, value, rec.owner, expires, now)
-		p.remember(rd.req, OK, value, rec.owner, expires, now)
+		p.respond(rd.req, OK, rd.rec, now)
+		p.remember(rd.req, OK, rd.rec, now)
 	}
 	p.drainKey(rd.key, ks, now)
 }
@@ -302,22 +313,32 @@ func (p *Participant) drainKey(key string, ks *keyState, now time.Time) {
 	}
 }
 
-// respond answers r's origin, or completes the local client operation.
-func (p *Participant) respond(r *request, st Status, value []byte, owner nid.ID, expires time.Time, now time.Time) {
-	remaining := remainingMillis(expires, now)
-	if r.msg.Origin == p.self {
-		if c := p.ops[r.msg.ID]; c != nil {
-			p.finish(c, st, slices.Clone(value), owner, remaining, now)
+// respond answers r's origin, or completes the local client operation,
+// with the record the answer is about: its value, owner, lease and proof
+// (a deletion's answer has the owner and proof only), or only its owner
+// (Denied), or nothing.
+func (p *Participant) respond(r *request, st Status, rec *record, now time.Time) {
+	m := message{Type: msgResponse, ID: r.msg.ID, Status: st}
+	if rec != nil {
+		m.Owner = rec.owner
+		if st != Denied {
+			m.Proof = rec.proof
 		}
+		if st != Denied && !rec.dead {
+			m.Value, m.Remaining = rec.value, remainingMillis(rec.expires, now)
+		}
+	}
+	if r.msg.Origin == p.self {
+		m.Value = slices.Clone(m.Value)
+		p.handleResponse(&m, now)
 		return
 	}
-	m := message{Type: msgResponse, ID: r.msg.ID, Status: st, Owner: owner, Remaining: remaining, Value: value}
 	p.send(r.msg.Origin, true, &m)
 }
 
 // remember caches a write's answer so that a retry of the request gets it
 // again instead of running twice.
-func (p *Participant) remember(r *request, st Status, value []byte, owner nid.ID, expires time.Time, now time.Time) {
+func (p *Participant) remember(r *request, st Status, rec *record, now time.Time) {
 	k := answerKey{r.msg.Origin, r.msg.ID}
 	if _, ok := p.answers[k]; ok {
 		return
@@ -326,7 +347,7 @@ func (p *Participant) remember(r *request, st Status, value []byte, owner nid.ID
 		delete(p.answers, p.answerLog[0])
 		p.answerLog = p.answerLog[1:]
 	}
-	p.answers[k] = &answer{status: st, value: value, owner: owner, expires: expires, until: now.Add(p.cfg.RequestTimeout)}
+	p.answers[k] = &answer{status: st, rec: rec, until: now.Add(p.cfg.RequestTimeout)}
 	p.answerLog = append(p.answerLog, k)
 }
 
@@ -343,7 +364,7 @@ func (p *Participant) handleReplicaAck(from nid.ID, m *message, now time.Time) {
 		}
 		p.maybeComplete(ks, now)
 	case conflict:
-		if len(m.Records) == 1 && m.Records[0].Key == m.Key {
+		if len(m.Records) == 1 && m.Records[0].Key == m.Key && p.verifiedCopy(&m.Records[0]) {
 			p.resolveConflict(ks, &m.Records[0], now)
 		}
 	case Full:
@@ -433,6 +454,9 @@ func (p *Participant) handleReplicate(from nid.ID, m *message, now time.Time) {
 		if local == nil && len(p.records) >= p.hardCap() {
 			ack.Status = Full
 			break
+		}
+		if !p.verifiedCopy(in) {
+			return
 		}
 		rec := recordFromWire(in, now)
 		p.store(rec)

@@ -22,20 +22,20 @@ type record struct {
 	// refreshed is when a primary last confirmed this copy, or when this
 	// node last was primary for it.
 	refreshed time.Time
+	proof     *proof // the owner's signature; nil without an Authority
 }
 
 func (r *record) live(now time.Time) bool { return !r.dead && now.Before(r.expires) }
 
 func (r *record) wire(now time.Time) wireRecord {
-	w := wireRecord{Key: r.key, Owner: r.owner, Version: r.version, Dead: r.dead, Value: r.value}
-	if !r.dead {
-		w.Remaining = remainingMillis(r.expires, now)
-	}
-	return w
+	return wireRecord{Key: r.key, Owner: r.owner, Version: r.version, Dead: r.dead, Value: r.value,
+		Remaining: remainingMillis(r.expires, now), Proof: r.proof}
 }
 
+// recordFromWire makes a local copy. A signed lease lives no longer than
+// its owner signed for, whatever lifetime the copy claims.
 func recordFromWire(w *wireRecord, now time.Time) *record {
-	return &record{
+	r := &record{
 		key:       w.Key,
 		pos:       Position(w.Key),
 		value:     w.Value,
@@ -44,11 +44,25 @@ func recordFromWire(w *wireRecord, now time.Time) *record {
 		expires:   anchor(w.Remaining, now),
 		dead:      w.Dead,
 		refreshed: now,
+		proof:     w.Proof,
 	}
+	if w.Proof != nil && !w.Dead && r.expires.After(signedEnd(w.Proof)) {
+		r.expires = signedEnd(w.Proof)
+	}
+	return r
 }
 
 func (r *record) sameContent(w *wireRecord) bool {
-	return r.owner == w.Owner && r.dead == w.Dead && bytes.Equal(r.value, w.Value)
+	return r.owner == w.Owner && r.dead == w.Dead && bytes.Equal(r.value, w.Value) && r.sameProof(w)
+}
+
+// sameProof reports whether w carries the very signature r was stored
+// with, which was checked then: such a copy needs no second check.
+func (r *record) sameProof(w *wireRecord) bool {
+	if r.proof == nil || w.Proof == nil {
+		return r.proof == w.Proof
+	}
+	return *r.proof == *w.Proof
 }
 
 // compareCopies orders two copies of a key: by version, then, for equal
@@ -115,7 +129,7 @@ func (p *Participant) merge(in *wireRecord, now time.Time) {
 	}
 	local := p.records[in.Key]
 	if local == nil {
-		if len(p.records) < p.hardCap() {
+		if len(p.records) < p.hardCap() && p.verifiedCopy(in) {
 			p.store(recordFromWire(in, now))
 		}
 		return
@@ -123,9 +137,12 @@ func (p *Participant) merge(in *wireRecord, now time.Time) {
 	switch c := compareCopies(local, in); {
 	case c > 0:
 		return
-	case c == 0:
+	case c == 0 && local.sameProof(in):
 		local.expires = later(local.expires, anchor(in.Remaining, now))
 		local.refreshed = now
+		return
+	}
+	if !p.verifiedCopy(in) {
 		return
 	}
 	if ks := p.keys[in.Key]; ks != nil && ks.round != nil {

@@ -84,6 +84,7 @@ var (
 	dhtRecords     = gaugeOf("dht_records", "DHT record copies this node holds, as primary or replica.")
 	dhtOps         = counterOf("dht_operations_total", "This node's own DHT operations, by kind and result.", "op", "result")
 	dhtConflicts   = counterOf("dht_conflicts_total", "Replica copies found that their primary lacked, and repaired.")
+	dhtForged      = counterOf("dht_forged_total", "DHT writes, copies and answers refused because their owner's signature failed or was too old.")
 	dhcpDesc       = counterOf("dhcp_messages_total", "DHCP answers sent and requests handled, by kind; exhausted counts allocations that found no free address.", "kind")
 	dhcpLeases     = gaugeOf("dhcp_leases", "DHCP leases this node holds for its clients.")
 	dnsDesc        = counterOf("dns_queries_total", "Virtual DNS queries, by result.", "result")
@@ -211,6 +212,7 @@ func collectServices(s *scrape, sv node.ServicesStatus) {
 		s.add(dhtOps, float64(o.N), o.Op, o.Result)
 	}
 	s.add(dhtConflicts, float64(sv.DHT.Conflicts))
+	s.add(dhtForged, float64(sv.DHT.Forged))
 	if d := sv.DHCP; d != nil {
 		s.addEach(dhcpDesc, count{"offer", d.Offers}, count{"ack", d.Acks}, count{"nak", d.Naks}, count{"inform", d.Informs},
 			count{"release", d.Releases}, count{"decline", d.Declines}, count{"exhausted", d.Exhausted}, count{"ignored", d.Ignored})

@@ -55,7 +55,7 @@ func sampleStatus() runtime.Status {
 			},
 			Reach: node.ReachStatus{STUNSent: 4, STUNGot: 3, Punched: 12},
 			Services: node.ServicesStatus{
-				DHT:         dht.Stats{Records: 9, Conflicts: 1, Operations: []dht.OperationCount{{Op: "put-if-absent", Result: "ok", N: 2}, {Op: "get", Result: "timeout", N: 1}}},
+				DHT:         dht.Stats{Records: 9, Conflicts: 1, Forged: 3, Operations: []dht.OperationCount{{Op: "put-if-absent", Result: "ok", N: 2}, {Op: "get", Result: "timeout", N: 1}}},
 				DHCP:        &ipam.Stats{Offers: 3, Acks: 2, Exhausted: 1},
 				Leases:      []ipam.Lease{{}, {}},
 				DNS:         &vdns.Stats{Answered: 5, NXDomain: 2},
@@ -159,6 +159,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_dht_operations_total", []string{"op=put-if-absent", "result=ok"}, 2},
 		{"burrow_dht_operations_total", []string{"op=get", "result=timeout"}, 1},
 		{"burrow_dht_conflicts_total", nil, 1},
+		{"burrow_dht_forged_total", nil, 3},
 		{"burrow_dhcp_messages_total", []string{"kind=offer"}, 3},
 		{"burrow_dhcp_messages_total", []string{"kind=exhausted"}, 1},
 		{"burrow_dhcp_leases", nil, 2},

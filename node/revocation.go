@@ -113,9 +113,13 @@ func (n *Node) learnRevocation(raw []byte, from *link.Link) (RevokedNode, bool, 
 	return r, true, nil
 }
 
+// addRevocation keeps a revocation and voids the member's DHT records.
 func (n *Node) addRevocation(raw []byte, r RevokedNode) {
 	n.rev.raw[r.ID] = raw
 	n.rev.nodes = append(n.rev.nodes, r)
+	if n.svc.kv != nil {
+		n.svc.kv.DropOwner(r.ID)
+	}
 }
 
 func (n *Node) sendRevocation(l *link.Link, raw []byte) {

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"burrow/dht"
+	"burrow/nid"
 	"burrow/node"
 )
 
@@ -88,6 +90,26 @@ type Request struct {
 	// Revocation is the revocation to honour and spread (command
 	// "revoke"), in its binary encoding.
 	Revocation []byte `json:"revocation,omitempty"`
+	// DHT is the operation of command "dht".
+	DHT *DHTRequest `json:"dht,omitempty"`
+}
+
+// DHTRequest is one operation on the network's DHT, made in this node's
+// name: Op is "get", "put" or "delete"; TTL is the lease of a put.
+type DHTRequest struct {
+	Op    string        `json:"op"`
+	Key   string        `json:"key"`
+	Value []byte        `json:"value,omitempty"`
+	TTL   time.Duration `json:"ttl,omitempty"`
+}
+
+// DHTAnswer is the DHT's answer: its status (ok, not-found, denied, ...)
+// and the record it is about.
+type DHTAnswer struct {
+	Status  string    `json:"status"`
+	Value   []byte    `json:"value,omitempty"`
+	Owner   string    `json:"owner,omitempty"`
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Response is the control-socket reply: one JSON line.
@@ -99,6 +121,42 @@ type Response struct {
 	// revocation was new to this node.
 	Revoked *node.RevokedNode `json:"revoked,omitempty"`
 	Fresh   bool              `json:"fresh,omitempty"`
+	// DHT answers "dht".
+	DHT *DHTAnswer `json:"dht,omitempty"`
+}
+
+// DHT runs one operation on the DHT in this node's name and waits for the
+// answer (the DHT gives one within its request timeout).
+func (d *Daemon) DHT(req DHTRequest) (DHTAnswer, error) {
+	answered := make(chan dht.Result, 1)
+	reply := func(r dht.Result) { answered <- r }
+	var bad error
+	err := d.call(func() {
+		d.node.WithDHT(time.Now(), func(kv dht.Client) {
+			switch req.Op {
+			case "get":
+				kv.Get(req.Key, time.Now(), reply)
+			case "put":
+				kv.Put(req.Key, req.Value, req.TTL, time.Now(), reply)
+			case "delete":
+				kv.Delete(req.Key, time.Now(), reply)
+			default:
+				bad = fmt.Errorf("unknown DHT operation %q: want get, put or delete", req.Op)
+			}
+		})
+	})
+	if err == nil {
+		err = bad
+	}
+	if err != nil {
+		return DHTAnswer{}, err
+	}
+	r := <-answered
+	a := DHTAnswer{Status: r.Status.String(), Value: r.Value, Expires: r.Expires}
+	if r.Owner != (nid.ID{}) {
+		a.Owner = r.Owner.String()
+	}
+	return a, nil
 }
 
 // Topology returns the overlay map, and keeps the crawl behind it going
@@ -171,6 +229,17 @@ func (s *controlServer) handle(c net.Conn) {
 				resp.Error = err.Error()
 			} else {
 				resp.Topology = &v
+			}
+		case "dht":
+			if req.DHT == nil {
+				resp.Error = "dht: no operation given"
+				break
+			}
+			a, err := s.d.DHT(*req.DHT)
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.DHT = &a
 			}
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)

@@ -53,6 +53,8 @@ func printStatus(w io.Writer, st *runtime.Status) {
 		st.TAP.Name, st.TAP.MTU, st.TAP.MAC, st.TAP.Addresses, st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO, st.TAP.Queues)
 	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n", st.LearnedMACs, st.Flows)
 	fmt.Fprintf(w, "queues    dropped %d frames before encryption (fair queue), %d on receive (CoDel)\n", st.Queues.TAPDropped, st.Queues.ReceiveDropped)
+	kv := st.Services.DHT
+	fmt.Fprintf(w, "dht       %d records (%d as primary); refused %d forged or replayed writes, copies and answers\n", kv.Records, kv.Primary, kv.Forged)
 	if ov := st.Overlay; ov.Enabled {
 		kinds := map[string]int{}
 		for _, l := range ov.Links {

@@ -1,0 +1,217 @@
+package dht
+
+import (
+	"bytes"
+	"fmt"
+	"testing"
+	"time"
+
+	"burrow/nid"
+)
+
+// forge sends a write request from attacker's node as if origin made it,
+// with the given proof, routed to the key's primary.
+func forge(attacker *simNode, origin nid.ID, o op, key, value string, pr *proof) {
+	m := message{Type: msgRequest, ID: 1 << 62, Origin: origin, Op: o, Hops: maxHops, TTL: 60000, Key: key, Proof: pr}
+	if value != "" {
+		m.Value = []byte(value)
+	}
+	attacker.call(func() { attacker.Send(Position(key), false, m.append(nil)) })
+}
+
+func primaryOf(r *simRing, key string) *simNode {
+	return r.nodes[r.responsibleSet(Position(key), 1)[0]]
+}
+
+func mustRead(t *testing.T, r *simRing, n *simNode, key, want string, owner nid.ID) {
+	t.Helper()
+	o := get(n, key)
+	r.wait(o)
+	expect(t, "Get "+key, o, OK)
+	if string(o.res.Value) != want || o.res.Owner != owner {
+		t.Fatalf("Get %s = %q by %v, want %q by %v", key, o.res.Value, o.res.Owner, want, owner)
+	}
+}
+
+func TestNoMemberWritesInAnotherMembersName(t *testing.T) {
+	r := newTestRing(t, 21, 8, testConfig())
+	nodes := r.live()
+	victim, attacker := nodes[1], nodes[5]
+	o := putIfAbsent(victim, "name:db", "10.0.0.7", time.Minute)
+	r.wait(o)
+	expect(t, "the victim's write", o, OK)
+
+	attackerKey := r.keys[attacker.id]
+	signedByAttacker := &proof{Key: attackerKey.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Minute).Unix())}
+	signedByAttacker.Sig = attackerKey.Sign(signedContent(nil, "name:db", false, []byte("10.6.6.6"), signedByAttacker), [64]byte{})
+	deletion := &proof{Key: attackerKey.Public, Stamp: uint64(r.now.UnixMilli())}
+	deletion.Sig = attackerKey.Sign(signedContent(nil, "name:db", true, nil, deletion), [64]byte{})
+	primary := primaryOf(r, "name:db")
+	before := primary.p.Stats().Forged
+	for _, f := range []struct {
+		op    op
+		value string
+		proof *proof
+	}{
+		{opPut, "10.6.6.6", nil},              // no signature at all
+		{opPut, "10.6.6.6", signedByAttacker}, // the attacker's own signature, the victim's name
+		{opDelete, "", deletion},
+		{opRenew, "10.6.6.6", signedByAttacker},
+	} {
+		forge(attacker, victim.id, f.op, "name:db", f.value, f.proof)
+		r.run(time.Second)
+	}
+	if got := primary.p.Stats().Forged - before; got != 4 {
+		t.Fatalf("the primary counted %d forged requests, want 4", got)
+	}
+	mustRead(t, r, nodes[3], "name:db", "10.0.0.7", victim.id)
+
+	// In its own name the attacker is told the record is someone else's.
+	o = put(attacker, "name:db", "10.6.6.6", time.Minute)
+	r.wait(o)
+	expect(t, "the attacker's Put in its own name", o, Denied)
+	o = del(attacker, "name:db")
+	r.wait(o)
+	expect(t, "the attacker's Delete in its own name", o, Denied)
+	mustRead(t, r, nodes[3], "name:db", "10.0.0.7", victim.id)
+}
+
+func TestReplayedWritesCannotRollARecordBack(t *testing.T) {
+	r := newTestRing(t, 22, 6, testConfig())
+	nodes := r.live()
+	owner, attacker := nodes[0], nodes[3]
+	var captured []message
+	r.tamper = func(from nid.ID, m *message) *message {
+		if m.Type == msgRequest && m.Origin == owner.id && m.Op == opPut {
+			captured = append(captured, *m)
+		}
+		return m
+	}
+	o := put(owner, "lease", "first", time.Minute)
+	r.wait(o)
+	expect(t, "first Put", o, OK)
+	r.run(time.Second)
+	o = put(owner, "lease", "second", time.Minute)
+	r.wait(o)
+	expect(t, "second Put", o, OK)
+	if len(captured) == 0 {
+		t.Fatal("captured no request")
+	}
+	replay := func() {
+		m := captured[0]
+		m.ID += 1 << 40 // not a retry the primary's answer cache would recognise
+		m.Hops = maxHops
+		attacker.call(func() { attacker.Send(Position(m.Key), false, m.append(nil)) })
+		r.run(time.Second)
+	}
+	replay()
+	mustRead(t, r, nodes[4], "lease", "second", owner.id)
+
+	o = del(owner, "lease")
+	r.wait(o)
+	expect(t, "Delete", o, OK)
+	replay()
+	o = get(nodes[4], "lease")
+	r.wait(o)
+	expect(t, "Get after a replay of a write older than the deletion", o, NotFound)
+
+	// Past the clock skew a replay is refused for its age alone, even
+	// where the tombstone is gone.
+	r.run(2 * maxClockSkew)
+	before := primaryOf(r, "lease").p.Stats().Forged
+	replay()
+	if primaryOf(r, "lease").p.Stats().Forged == before {
+		t.Fatal("an old signed request was not refused as unproven")
+	}
+	o = get(nodes[4], "lease")
+	r.wait(o)
+	expect(t, "Get after a late replay", o, NotFound)
+}
+
+func TestReplicasAndReadersRefuseAlteredCopies(t *testing.T) {
+	r := newTestRing(t, 23, 8, testConfig())
+	nodes := r.live()
+	owner := nodes[2]
+	o := putIfAbsent(owner, "subnet:10.9.0.0/24", "mine", time.Minute)
+	r.wait(o)
+	expect(t, "write", o, OK)
+
+	// A node pushes an altered copy, the owner's proof kept, at a newer
+	// version to every holder of the key.
+	set := r.responsibleSet(Position("subnet:10.9.0.0/24"), 3)
+	primary := r.nodes[set[0]]
+	altered := primary.p.records["subnet:10.9.0.0/24"].wire(r.now)
+	altered.Value = []byte("stolen")
+	altered.Version += 1 << 20
+	for _, id := range set {
+		h := r.nodes[id]
+		h.call(func() {
+			h.p.HandleMessage(nodes[6].id, (&message{Type: msgRecords, Total: 1, Records: []wireRecord{altered}}).append(nil), r.now)
+		})
+		if got := h.p.records["subnet:10.9.0.0/24"]; !bytes.Equal(got.value, []byte("mine")) {
+			t.Fatalf("holder %v stored the altered copy %q", id, got.value)
+		}
+		if h.p.Stats().Forged == 0 {
+			t.Fatalf("holder %v did not count the altered copy", id)
+		}
+	}
+
+	// An answer altered on its way back is refused by the reader.
+	r.tamper = func(from nid.ID, m *message) *message {
+		if m.Type == msgResponse && m.Status == OK {
+			m.Value = []byte("stolen")
+		}
+		return m
+	}
+	reader := nodes[0]
+	if reader == primary {
+		reader = nodes[1]
+	}
+	o = get(reader, "subnet:10.9.0.0/24")
+	r.wait(o)
+	expect(t, "Get through a node that alters answers", o, Unproven)
+}
+
+func TestOneMemberCannotClaimEveryKey(t *testing.T) {
+	cfg := testConfig()
+	cfg.OwnerQuota = 16
+	r := newTestRing(t, 24, 4, cfg)
+	nodes := r.live()
+	greedy, other := nodes[0], nodes[2]
+	statuses := map[Status]int{}
+	for i := range 300 {
+		o := putIfAbsent(greedy, fmt.Sprint("dhcp:10.0.0.0/16:10.0.", i/250, ".", i%250), "greedy", time.Minute)
+		r.wait(o)
+		statuses[o.res.Status]++
+	}
+	// Each of the 4 primaries takes at most its share of 16 doubled, and
+	// never fewer than minOwnerQuota: no more than 4·8 + 2·16 in all.
+	if statuses[OK] < cfg.OwnerQuota || statuses[OK] > 4*minOwnerQuota+2*cfg.OwnerQuota || statuses[OverQuota] != 300-statuses[OK] {
+		t.Fatalf("statuses %v: want between %d and %d OK, the rest over quota", statuses, cfg.OwnerQuota, 4*minOwnerQuota+2*cfg.OwnerQuota)
+	}
+	o := putIfAbsent(other, "dhcp:10.0.0.0/16:10.0.9.9", "other", time.Minute)
+	r.wait(o)
+	expect(t, "another member's write", o, OK)
+}
+
+func TestRevokedOwnersRecordsAreVoid(t *testing.T) {
+	r := newTestRing(t, 25, 6, testConfig())
+	nodes := r.live()
+	owner := nodes[1]
+	o := putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute)
+	r.wait(o)
+	expect(t, "write", o, OK)
+	r.revoked[owner.id] = true
+	for _, n := range nodes {
+		n.call(func() { n.p.DropOwner(owner.id) })
+	}
+	o = get(nodes[4], "name:laptop")
+	r.wait(o)
+	expect(t, "Get after the owner's revocation", o, NotFound)
+	o = putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute)
+	r.wait(o)
+	expect(t, "the revoked owner writing again", o, Unproven)
+	o = putIfAbsent(nodes[3], "name:laptop", "10.0.0.10", time.Minute)
+	r.wait(o)
+	expect(t, "another member taking the name", o, OK)
+}
