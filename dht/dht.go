@@ -584,9 +584,12 @@ func (p *Participant) start(o op, key string, value []byte, ttl time.Duration, n
 		cb = func(Result) {}
 	}
 	p.run(func() {
-		if st := p.checkRequest(o, key, value, ttl); st != OK {
+		refuse := func(st Status) {
 			p.finished[o][st]++
 			p.done = append(p.done, func() { cb(Result{Status: st, At: now}) })
+		}
+		if st := p.checkRequest(o, key, value, ttl); st != OK {
+			refuse(st)
 			return
 		}
 		ttl = min(ttl, p.cfg.MaxTTL)
@@ -604,6 +607,11 @@ func (p *Participant) start(o op, key string, value []byte, ttl time.Duration, n
 		}
 		if p.cfg.Auth != nil && o != opGet {
 			c.msg.Proof = p.sign(key, o == opDelete, value, ttl, now)
+			c.msg.Cert = p.cfg.Auth.Certificate()
+			if len(c.msg.append(nil)) > p.cfg.MaxMessageLen {
+				refuse(TooLarge) // the certificate leaves too little room for the value
+				return
+			}
 		}
 		p.ops[c.msg.ID] = c
 		p.issue(c, now)

@@ -47,7 +47,9 @@ type simRing struct {
 	// unsigned runs the participants without an Authority; otherwise each
 	// node signs with its own key and revoked voids an owner's records.
 	unsigned bool
+	ca       *identity.CA
 	keys     map[nid.ID]identity.NodeKey
+	certs    map[nid.ID][]byte
 	revoked  map[nid.ID]bool
 	// tamper, when set, sees every message sent and returns what arrives
 	// (nil: lost), as a member on the path could.
@@ -96,6 +98,7 @@ func newSimRing(t fataler, seed uint64, cfg Config) *simRing {
 		now:         simEpoch,
 		nodes:       make(map[nid.ID]*simNode),
 		keys:        make(map[nid.ID]identity.NodeKey),
+		certs:       make(map[nid.ID][]byte),
 		revoked:     make(map[nid.ID]bool),
 		cfg:         cfg,
 		succs:       4,
@@ -138,6 +141,7 @@ func (r *simRing) randomID() nid.ID {
 			}
 			id = key.ID()
 			r.keys[id] = key
+			r.certs[id] = r.certify(key.Public)
 		}
 		if _, taken := r.nodes[id]; !taken && id != (nid.ID{}) {
 			return id
@@ -158,13 +162,40 @@ func (r *simRing) signedElsewhere(key, value string, version uint64) (*wireRecor
 	return w, owner.ID()
 }
 
-// testAuthority signs with a node's key and honours the ring's revocations.
+// certify issues a certificate for public from the ring's CA, made on
+// first use.
+func (r *simRing) certify(public [32]byte) []byte {
+	if r.ca == nil {
+		ca, err := identity.NewCA("dht-test", rand.NewChaCha8([32]byte{0xca}))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		r.ca = ca
+	}
+	c, err := identity.SignCertificate(r.ca, identity.Certificate{Name: "n" + nid.FromPublicKey(public).Short(), PublicKey: public,
+		NotBefore: simEpoch.Add(-time.Hour), NotAfter: simEpoch.Add(365 * 24 * time.Hour)})
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return c.Marshal()
+}
+
+// testAuthority signs with a node's key and honours the ring's CA and
+// revocations.
 type testAuthority struct {
 	key  identity.NodeKey
+	cert []byte
 	ring *simRing
 }
 
 func (a *testAuthority) PublicKey() [32]byte { return a.key.Public }
+
+func (a *testAuthority) Certificate() []byte { return a.cert }
+
+func (a *testAuthority) Member(cert []byte, key [32]byte, now time.Time) bool {
+	_, err := a.ring.ca.VerifyPeer(cert, key, now)
+	return err == nil && !a.ring.revoked[nid.FromPublicKey(key)]
+}
 
 func (a *testAuthority) Sign(msg []byte) [SignatureSize]byte { return a.key.Sign(msg, [64]byte{}) }
 
@@ -203,7 +234,7 @@ func (r *simRing) addNode(id nid.ID, instant bool) *simNode {
 	r.order = append(r.order, id)
 	cfg := r.cfg
 	if key, ok := r.keys[id]; ok {
-		cfg.Auth = &testAuthority{key: key, ring: r}
+		cfg.Auth = &testAuthority{key: key, cert: r.certs[id], ring: r}
 	}
 	p, err := New(n, cfg, r.now)
 	if err != nil {

@@ -101,6 +101,7 @@ type message struct {
 	Key    string // Request, ReplicaAck, Check
 	Value  []byte // Request, Response
 	Proof  *proof // Request: the origin's signature on its write; Response: the owner's on the record
+	Cert   []byte // Request: the origin's certificate, with a proof
 
 	Status    Status // Response, ReplicaAck
 	Owner     nid.ID // Response
@@ -179,6 +180,7 @@ func (m *message) append(b []byte) []byte {
 		b = appendKey(b, m.Key)
 		b = appendValue(b, m.Value)
 		b = appendOptionalProof(b, m.Proof)
+		b = appendValue(b, m.Cert)
 	case msgResponse:
 		b = binary.BigEndian.AppendUint64(b, m.ID)
 		b = append(b, byte(m.Status))
@@ -255,6 +257,7 @@ func parseMessage(b []byte) (message, error) {
 		m.Key = r.key()
 		m.Value = r.value()
 		m.Proof = r.optionalProof()
+		m.Cert = r.value()
 		if r.err == nil && (m.Op == 0 || m.Op >= maxOp) {
 			r.fail(errField)
 		}

@@ -53,7 +53,7 @@ func genMessage(t *rapid.T) message {
 		m.Op = op(rapid.IntRange(1, int(maxOp)-1).Draw(t, "op"))
 		m.Hops, m.TTL = rapid.Uint8().Draw(t, "hops"), rapid.Uint32().Draw(t, "ttl")
 		m.Key, m.Value = rapid.StringN(1, 20, 255).Draw(t, "key"), genValue(t, "value")
-		m.Proof = genProof(t)
+		m.Proof, m.Cert = genProof(t), genValue(t, "certificate")
 	case msgResponse:
 		m.ID, m.Status = rapid.Uint64().Draw(t, "id"), Status(rapid.IntRange(0, int(maxStatus)-1).Draw(t, "status"))
 		m.Owner, m.Remaining, m.Value = genNID(t, "owner"), rapid.Uint32().Draw(t, "remaining"), genValue(t, "value")
@@ -164,7 +164,7 @@ func FuzzParseMessage(f *testing.F) {
 	rec := wireRecord{Key: "dhcp:10.0.0.0/24:10.0.0.7", Owner: nid.ID{1}, Version: 7 << 16, Remaining: 60000, Value: []byte("52:54:00:00:00:01 host")}
 	for _, m := range []message{
 		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opPutIfAbsent, Hops: maxHops, TTL: 60000, Key: rec.Key, Value: rec.Value},
-		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opPut, Hops: maxHops, TTL: 60000, Key: rec.Key, Value: rec.Value, Proof: &proof{Key: [32]byte{3}, Stamp: 1, Until: 2}},
+		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opPut, Hops: maxHops, TTL: 60000, Key: rec.Key, Value: rec.Value, Proof: &proof{Key: [32]byte{3}, Stamp: 1, Until: 2}, Cert: []byte("certificate")},
 		{Type: msgResponse, ID: 1, Status: OK, Owner: nid.ID{1}, Remaining: 1000, Value: []byte("v"), Proof: &proof{Key: [32]byte{3}, Stamp: 1, Until: 2}},
 		{Type: msgRecords, ID: 4, Total: 1, Records: []wireRecord{{Key: "y", Version: 1, Value: []byte("v"), Proof: &proof{Key: [32]byte{4}, Stamp: 5, Until: 6}}}},
 		{Type: msgResponse, ID: 1, Status: Exists, Owner: nid.ID{1}, Remaining: 1000, Value: []byte("v")},

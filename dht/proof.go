@@ -27,6 +27,12 @@ type Authority interface {
 	// Verify reports whether sig over msg was made by the holder of key,
 	// a member in good standing (a revoked member's records are void).
 	Verify(key [32]byte, msg []byte, sig [SignatureSize]byte) bool
+	// Certificate is this node's certificate, which its write requests
+	// carry so that a primary counts records against members, not keys.
+	Certificate() []byte
+	// Member reports whether cert is a valid certificate, for key, of a
+	// member in good standing.
+	Member(cert []byte, key [32]byte, now time.Time) bool
 }
 
 // proof is an owner's signature on one version of a record.
@@ -98,18 +104,38 @@ func (p *Participant) verified(key string, dead bool, value []byte, owner nid.ID
 		p.stats.Forged++
 		return false
 	}
+	p.rememberChecked(sum)
+	return true
+}
+
+// rememberChecked notes a check passed, forgetting the oldest beyond maxChecked.
+func (p *Participant) rememberChecked(sum [32]byte) {
 	if len(p.checkedLog) == maxChecked {
 		delete(p.checked, p.checkedLog[0])
 		p.checkedLog = p.checkedLog[1:]
 	}
 	p.checked[sum] = true
 	p.checkedLog = append(p.checkedLog, sum)
-	return true
 }
 
 // verifiedCopy checks a record copy from another node.
 func (p *Participant) verifiedCopy(w *wireRecord) bool {
 	return p.verified(w.Key, w.Dead, w.Value, w.Owner, w.Proof)
+}
+
+// member checks the certificate a request came with, remembering those
+// that passed like signatures.
+func (p *Participant) member(cert []byte, key [32]byte, now time.Time) bool {
+	sum := sha256.Sum256(append(append([]byte("member\x00"), key[:]...), cert...))
+	if p.checked[sum] {
+		return true
+	}
+	if !p.cfg.Auth.Member(cert, key, now) {
+		p.stats.Forged++
+		return false
+	}
+	p.rememberChecked(sum)
+	return true
 }
 
 // signedEnd is the latest a record under pr may live on this node's
@@ -119,13 +145,14 @@ func signedEnd(pr *proof) time.Time {
 }
 
 // authorize checks a write request at its primary: signed by its origin,
+// a member (so that no one escapes its quota with keys of its own making),
 // recently (so that a request replayed later is refused).
 func (p *Participant) authorize(r *request, now time.Time) Status {
 	if p.cfg.Auth == nil || r.msg.Op == opGet {
 		return OK
 	}
 	pr := r.msg.Proof
-	if !p.verified(r.msg.Key, r.msg.Op == opDelete, r.msg.Value, r.msg.Origin, pr) {
+	if !p.verified(r.msg.Key, r.msg.Op == opDelete, r.msg.Value, r.msg.Origin, pr) || !p.member(r.msg.Cert, pr.Key, now) {
 		return Unproven
 	}
 	if signedAt := time.UnixMilli(int64(pr.Stamp)); now.Sub(signedAt) > maxClockSkew || signedAt.Sub(now) > maxClockSkew {

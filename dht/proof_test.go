@@ -3,16 +3,20 @@ package dht
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 
+	"burrow/identity"
 	"burrow/nid"
 )
 
 // forge sends a write request from attacker's node as if origin made it,
-// with the given proof, routed to the key's primary.
+// with the given proof and the attacker's certificate, routed to the key's
+// primary.
 func forge(attacker *simNode, origin nid.ID, o op, key, value string, pr *proof) {
-	m := message{Type: msgRequest, ID: 1 << 62, Origin: origin, Op: o, Hops: maxHops, TTL: 60000, Key: key, Proof: pr}
+	m := message{Type: msgRequest, ID: 1 << 62, Origin: origin, Op: o, Hops: maxHops, TTL: 60000, Key: key, Proof: pr,
+		Cert: attacker.ring.certs[attacker.id]}
 	if value != "" {
 		m.Value = []byte(value)
 	}
@@ -214,4 +218,29 @@ func TestRevokedOwnersRecordsAreVoid(t *testing.T) {
 	o = putIfAbsent(nodes[3], "name:laptop", "10.0.0.10", time.Minute)
 	r.wait(o)
 	expect(t, "another member taking the name", o, OK)
+}
+
+// A member that makes up keys of its own, to hold records beyond its
+// quota or under names no one can trace, gets nothing: primaries count
+// records against certified members.
+func TestKeysOfAMembersOwnMakingHoldNothing(t *testing.T) {
+	r := newTestRing(t, 26, 6, testConfig())
+	nodes := r.live()
+	attacker := nodes[2]
+	puppet, err := identity.GenerateNodeKey(rand.NewChaCha8([32]byte{0x66}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := &proof{Key: puppet.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Minute).Unix())}
+	pr.Sig = puppet.Sign(signedContent(nil, "name:puppet", false, []byte("10.0.0.66"), pr), [64]byte{})
+	primary := primaryOf(r, "name:puppet")
+	before := primary.p.Stats().Forged
+	forge(attacker, puppet.ID(), opPutIfAbsent, "name:puppet", "10.0.0.66", pr) // with the attacker's certificate
+	r.run(time.Second)
+	if primary.p.Stats().Forged == before {
+		t.Fatal("the primary did not refuse a key without a certificate of its own")
+	}
+	o := get(nodes[4], "name:puppet")
+	r.wait(o)
+	expect(t, "Get of the puppet's record", o, NotFound)
 }

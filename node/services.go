@@ -104,6 +104,15 @@ func (a *dhtAuthority) Sign(msg []byte) [dht.SignatureSize]byte {
 	return identity.NodeKey{Private: a.cfg.Handshake.Private, Public: a.cfg.Handshake.Public}.Sign(msg, random)
 }
 
+func (a *dhtAuthority) Certificate() []byte { return a.cfg.Handshake.Cert }
+
+// Member checks a certificate as a handshake does: the CA's, for key, not
+// expired, not revoked.
+func (a *dhtAuthority) Member(cert []byte, key [32]byte, now time.Time) bool {
+	_, err := (*Node)(a).verifyPeer(cert, key, now)
+	return err == nil
+}
+
 func (a *dhtAuthority) Verify(key [32]byte, msg []byte, sig [dht.SignatureSize]byte) bool {
 	if _, revoked := a.rev.raw[nid.FromPublicKey(key)]; revoked {
 		return false
