@@ -9,6 +9,7 @@ import (
 	"burrow/identity"
 	"burrow/nid"
 	"burrow/overlay"
+	"burrow/xeddsa"
 )
 
 // simRing is an in-memory ring of participants on virtual time. Each node
@@ -158,7 +159,7 @@ func (r *simRing) signedElsewhere(key, value string, version uint64) (*wireRecor
 	}
 	w := &wireRecord{Key: key, Owner: owner.ID(), Version: version, Remaining: 60000, Value: []byte(value)}
 	w.Proof = &proof{Key: owner.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Hour).Unix())}
-	w.Proof.Sig = owner.Sign(signedContent(nil, key, false, w.Value, w.Proof), [64]byte{})
+	w.Proof.Sig = xeddsa.Sign(owner.Private, signedContent(nil, key, false, w.Value, w.Proof), [64]byte{})
 	return w, owner.ID()
 }
 
@@ -197,10 +198,12 @@ func (a *testAuthority) Member(cert []byte, key [32]byte, now time.Time) bool {
 	return err == nil && !a.ring.revoked[nid.FromPublicKey(key)]
 }
 
-func (a *testAuthority) Sign(msg []byte) [SignatureSize]byte { return a.key.Sign(msg, [64]byte{}) }
+func (a *testAuthority) Sign(msg []byte) [SignatureSize]byte {
+	return xeddsa.Sign(a.key.Private, msg, [64]byte{})
+}
 
 func (a *testAuthority) Verify(key [32]byte, msg []byte, sig [SignatureSize]byte) bool {
-	return !a.ring.revoked[nid.FromPublicKey(key)] && identity.VerifyNodeSignature(key, msg, sig)
+	return !a.ring.revoked[nid.FromPublicKey(key)] && xeddsa.Verify(key, msg, sig)
 }
 
 // members is the true membership: every live node.

@@ -9,6 +9,7 @@ import (
 
 	"burrow/identity"
 	"burrow/nid"
+	"burrow/xeddsa"
 )
 
 // forge sends a write request from attacker's node as if origin made it,
@@ -47,9 +48,9 @@ func TestNoMemberWritesInAnotherMembersName(t *testing.T) {
 
 	attackerKey := r.keys[attacker.id]
 	signedByAttacker := &proof{Key: attackerKey.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Minute).Unix())}
-	signedByAttacker.Sig = attackerKey.Sign(signedContent(nil, "name:db", false, []byte("10.6.6.6"), signedByAttacker), [64]byte{})
+	signedByAttacker.Sig = xeddsa.Sign(attackerKey.Private, signedContent(nil, "name:db", false, []byte("10.6.6.6"), signedByAttacker), [64]byte{})
 	deletion := &proof{Key: attackerKey.Public, Stamp: uint64(r.now.UnixMilli())}
-	deletion.Sig = attackerKey.Sign(signedContent(nil, "name:db", true, nil, deletion), [64]byte{})
+	deletion.Sig = xeddsa.Sign(attackerKey.Private, signedContent(nil, "name:db", true, nil, deletion), [64]byte{})
 	primary := primaryOf(r, "name:db")
 	before := primary.p.Stats().Forged
 	for _, f := range []struct {
@@ -232,7 +233,7 @@ func TestKeysOfAMembersOwnMakingHoldNothing(t *testing.T) {
 		t.Fatal(err)
 	}
 	pr := &proof{Key: puppet.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Minute).Unix())}
-	pr.Sig = puppet.Sign(signedContent(nil, "name:puppet", false, []byte("10.0.0.66"), pr), [64]byte{})
+	pr.Sig = xeddsa.Sign(puppet.Private, signedContent(nil, "name:puppet", false, []byte("10.0.0.66"), pr), [64]byte{})
 	primary := primaryOf(r, "name:puppet")
 	before := primary.p.Stats().Forged
 	forge(attacker, puppet.ID(), opPutIfAbsent, "name:puppet", "10.0.0.66", pr) // with the attacker's certificate

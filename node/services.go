@@ -7,13 +7,13 @@ import (
 	"time"
 
 	"burrow/dht"
-	"burrow/identity"
 	"burrow/ipam"
 	"burrow/l2"
 	"burrow/nid"
 	"burrow/overlay"
 	"burrow/vdns"
 	"burrow/warrens"
+	"burrow/xeddsa"
 )
 
 // ServicesConfig says what a node offers on its TAP beyond switching.
@@ -101,7 +101,7 @@ func (a *dhtAuthority) Sign(msg []byte) [dht.SignatureSize]byte {
 	// The nonce depends on the key and msg already; a failed read only
 	// loses the extra hardening.
 	_, _ = io.ReadFull(a.cfg.Handshake.Rand, random[:])
-	return identity.NodeKey{Private: a.cfg.Handshake.Private, Public: a.cfg.Handshake.Public}.Sign(msg, random)
+	return xeddsa.Sign(a.cfg.Handshake.Private, msg, random)
 }
 
 func (a *dhtAuthority) Certificate() []byte { return a.cfg.Handshake.Cert }
@@ -117,7 +117,7 @@ func (a *dhtAuthority) Verify(key [32]byte, msg []byte, sig [dht.SignatureSize]b
 	if _, revoked := a.rev.raw[nid.FromPublicKey(key)]; revoked {
 		return false
 	}
-	return identity.VerifyNodeSignature(key, msg, sig)
+	return xeddsa.Verify(key, msg, sig)
 }
 
 // WithDHT hands f the node's DHT at now, for operations its operator asks

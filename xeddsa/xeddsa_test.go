@@ -1,36 +1,49 @@
-package identity
+package xeddsa
 
 import (
+	"crypto/ecdh"
 	"crypto/ed25519"
+	"math/rand/v2"
 	"testing"
 
 	"filippo.io/edwards25519"
 )
 
+// testKey is an X25519 key pair drawn from a seed, so failures replay.
+type testKey struct{ private, public [32]byte }
+
+func newTestKey(t *testing.T, seed byte) testKey {
+	t.Helper()
+	var k testKey
+	rand.NewChaCha8([32]byte{seed}).Read(k.private[:])
+	priv, err := ecdh.X25519().NewPrivateKey(k.private[:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(k.public[:], priv.PublicKey().Bytes())
+	return k
+}
+
 func TestNodeKeySignatureVerifies(t *testing.T) {
 	signs := map[byte]int{} // both Edwards signs must occur and work
 	for seed := range byte(64) {
-		key, err := GenerateNodeKey(seededRand(seed))
-		if err != nil {
-			t.Fatal(err)
-		}
-		scalar, _ := edwards25519.NewScalar().SetBytesWithClamping(key.Private[:])
+		key := newTestKey(t, seed)
+		scalar, _ := edwards25519.NewScalar().SetBytesWithClamping(key.private[:])
 		signs[new(edwards25519.Point).ScalarBaseMult(scalar).Bytes()[31]>>7]++
-		msg := []byte("lease 10.0.0.7 for node " + key.ID().String())
-		sig := key.Sign(msg, [64]byte{seed})
-		if !VerifyNodeSignature(key.Public, msg, sig) {
+		msg := []byte("lease 10.0.0.7 for node " + string(key.public[:4]))
+		sig := Sign(key.private, msg, [64]byte{seed})
+		if !Verify(key.public, msg, sig) {
 			t.Fatalf("seed %d: own signature does not verify", seed)
 		}
-		if VerifyNodeSignature(key.Public, append(msg, '!'), sig) {
+		if Verify(key.public, append(msg, '!'), sig) {
 			t.Fatalf("seed %d: signature verifies for another message", seed)
 		}
-		other, _ := GenerateNodeKey(seededRand(seed + 100))
-		if VerifyNodeSignature(other.Public, msg, sig) {
+		if Verify(newTestKey(t, seed+100).public, msg, sig) {
 			t.Fatalf("seed %d: signature verifies under another key", seed)
 		}
 		bad := sig
 		bad[40] ^= 1
-		if VerifyNodeSignature(key.Public, msg, bad) {
+		if Verify(key.public, msg, bad) {
 			t.Fatalf("seed %d: altered signature verifies", seed)
 		}
 	}
@@ -43,7 +56,7 @@ func TestNodeKeySignatureVerifies(t *testing.T) {
 // map, an implementation independent of ours.
 func TestEdwardsFromMontgomeryInvertsLibraryMap(t *testing.T) {
 	for seed := range byte(32) {
-		pub, _, err := ed25519.GenerateKey(seededRand(seed))
+		pub, _, err := ed25519.GenerateKey(rand.NewChaCha8([32]byte{seed}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -61,18 +74,18 @@ func TestEdwardsFromMontgomeryInvertsLibraryMap(t *testing.T) {
 }
 
 func TestVerifyNodeSignatureRefusesBadKeys(t *testing.T) {
-	key, _ := GenerateNodeKey(seededRand(1))
+	key := newTestKey(t, 1)
 	msg := []byte("m")
-	sig := key.Sign(msg, [64]byte{})
+	sig := Sign(key.private, msg, [64]byte{})
 	minusOne := [32]byte{0xec} // p−1 = 2^255−20
 	for i := 1; i < 31; i++ {
 		minusOne[i] = 0xff
 	}
 	minusOne[31] = 0x7f
-	nonCanonical := key.Public
+	nonCanonical := key.public
 	nonCanonical[31] |= 0x80
 	for name, public := range map[string][32]byte{"u = -1": minusOne, "top bit set": nonCanonical, "p itself": {0xed, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f}} {
-		if VerifyNodeSignature(public, msg, sig) {
+		if Verify(public, msg, sig) {
 			t.Errorf("%s: verified", name)
 		}
 	}

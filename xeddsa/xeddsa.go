@@ -1,4 +1,9 @@
-package identity
+// Package xeddsa signs with an X25519 key, by the XEdDSA scheme of the
+// Signal specification ("The XEdDSA and VXEdDSA Signature Schemes", Trevor
+// Perrin, 2016): a node proves what it wrote with the key its certificate
+// names, and needs no second key. A signature verifies as Ed25519 under
+// the Edwards form of the public key with its sign bit clear.
+package xeddsa
 
 import (
 	"crypto/ed25519"
@@ -8,7 +13,7 @@ import (
 	"filippo.io/edwards25519/field"
 )
 
-// SignatureSize is the length of a node key's signature.
+// SignatureSize is the length of a signature.
 const SignatureSize = ed25519.SignatureSize
 
 // hash1Prefix is XEdDSA's domain separation for the nonce hash: 2^256−2 as
@@ -22,16 +27,11 @@ var hash1Prefix = func() [32]byte {
 	return p
 }()
 
-// Sign signs msg with the node's X25519 key by XEdDSA (the Signal
-// specification, "The XEdDSA and VXEdDSA Signature Schemes", 2016), so a
-// node proves what it wrote with the key its certificate names and needs
-// no second key. random must be 64 fresh random bytes; they only harden
-// the nonce, which depends on the private key and msg already.
-//
-// The signature verifies as Ed25519 under the Edwards form of Public with
-// its sign bit clear; VerifyNodeSignature does that.
-func (k NodeKey) Sign(msg []byte, random [64]byte) [SignatureSize]byte {
-	scalar, err := edwards25519.NewScalar().SetBytesWithClamping(k.Private[:])
+// Sign signs msg with the X25519 private key (clamped or not: it is
+// clamped here as X25519 does). random must be 64 fresh random bytes; they
+// only harden the nonce, which depends on the private key and msg already.
+func Sign(private [32]byte, msg []byte, random [64]byte) [SignatureSize]byte {
+	scalar, err := edwards25519.NewScalar().SetBytesWithClamping(private[:])
 	if err != nil {
 		panic(err) // 32 bytes always clamp
 	}
@@ -61,9 +61,9 @@ func (k NodeKey) Sign(msg []byte, random [64]byte) [SignatureSize]byte {
 	return sig
 }
 
-// VerifyNodeSignature reports whether sig is the signature of msg by the
-// holder of the X25519 public key.
-func VerifyNodeSignature(public [32]byte, msg []byte, sig [SignatureSize]byte) bool {
+// Verify reports whether sig is the signature of msg by the holder of the
+// X25519 public key.
+func Verify(public [32]byte, msg []byte, sig [SignatureSize]byte) bool {
 	edwards, ok := edwardsFromMontgomery(public)
 	return ok && ed25519.Verify(edwards[:], msg, sig[:])
 }
