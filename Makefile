@@ -4,6 +4,7 @@
 #   make install              install under PREFIX (default /usr/local), DESTDIR for staging
 #   make deb                  build out/burrow_VERSION_ARCH.deb with nfpm
 #   make test                 the whole test suite (scripts/test)
+#   make fuzz-campaign        every fuzz target for 10 CPU-minutes, the corpus kept (scripts/fuzz-campaign)
 #   make example-config       rewrite packaging/burrow.example.yaml after the template changed
 
 PREFIX     ?= /usr/local
@@ -21,7 +22,7 @@ DEB_VERSION ?= $(VERSION)+git$(shell git rev-parse --short HEAD 2>/dev/null || e
 NFPM_VERSION := v2.44.0
 NFPM       := $(abspath $(OUT)/tools)/nfpm
 
-.PHONY: all build completions install uninstall deb nfpm test example-config clean
+.PHONY: all build completions install uninstall deb nfpm test fuzz-campaign example-config clean
 
 all: build
 
@@ -63,6 +64,10 @@ deb: build completions $(NFPM)
 
 test:
 	scripts/test
+
+# FUZZ_DURATION per target (default 10m) times FUZZ_WORKERS (default 1).
+fuzz-campaign:
+	scripts/fuzz-campaign $(or $(FUZZ_DURATION),10m) $(FUZZ_TARGETS)
 
 example-config:
 	$(GO) test ./cmd/burrow -run TestPackagedExampleIsTheInitTemplate -update-example

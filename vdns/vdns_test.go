@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -588,4 +589,19 @@ func BenchmarkHandleFrameNotDNS(b *testing.B) {
 	for b.Loop() {
 		res.HandleFrame(frame, start)
 	}
+}
+
+// FuzzDecodeAddrs: a name's DHT value comes from another member; reading
+// it never panics, keeps only addresses, and what it keeps encodes and
+// reads back the same.
+func FuzzDecodeAddrs(f *testing.F) {
+	f.Add([]byte("10.0.0.7"))
+	f.Add([]byte("10.0.0.7,fd00::7"))
+	f.Add([]byte("::ffff:10.0.0.7,fe80::1%eth0,,junk"))
+	f.Fuzz(func(t *testing.T, v []byte) {
+		addrs := decodeAddrs(v)
+		if again := decodeAddrs(encodeAddrs(addrs)); !slices.Equal(again, addrs) {
+			t.Fatalf("%q read as %v, which encodes and reads back as %v", v, addrs, again)
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package xeddsa
 
 import (
+	"bytes"
 	"crypto/ecdh"
 	"crypto/ed25519"
 	"math/rand/v2"
@@ -89,4 +90,26 @@ func TestVerifyNodeSignatureRefusesBadKeys(t *testing.T) {
 			t.Errorf("%s: verified", name)
 		}
 	}
+}
+
+// FuzzVerify: any public key, message and signature is checked without a
+// panic, and a signature made here verifies under its key only.
+func FuzzVerify(f *testing.F) {
+	f.Add(make([]byte, 32), []byte("m"), make([]byte, SignatureSize))
+	f.Add(bytes.Repeat([]byte{0xff}, 32), []byte{}, bytes.Repeat([]byte{0xff}, SignatureSize))
+	f.Fuzz(func(t *testing.T, public, msg, sig []byte) {
+		if len(public) != 32 || len(sig) != SignatureSize {
+			return
+		}
+		Verify([32]byte(public), msg, [SignatureSize]byte(sig))
+		key := [32]byte(public) // any 32 bytes are an X25519 private key
+		own := Sign(key, msg, [64]byte(append(append([]byte{}, sig...), 0)[:64]))
+		pub, err := ecdh.X25519().NewPrivateKey(key[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !Verify([32]byte(pub.PublicKey().Bytes()), msg, own) {
+			t.Fatalf("own signature of %x with key %x does not verify", msg, key)
+		}
+	})
 }

@@ -290,3 +290,31 @@ func TestTokensSayWhatIsWrong(t *testing.T) {
 		t.Errorf("wrapped invite: %v", err)
 	}
 }
+
+// FuzzReadInviteBody: the body of an invite or join request (what a token
+// carries once its checksum passed) never panics the reader, and what
+// reads back encodes to the same bytes.
+func FuzzReadInviteBody(f *testing.F) {
+	ca, err := identity.NewCA("fuzz", bytes.NewReader(bytes.Repeat([]byte{7}, 64)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	first := contacts{bootstrap: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:7400")},
+		beacons: []config.BeaconRef{{Addr: netip.MustParseAddrPort("198.51.100.2:7400"), WebSocket: "wss://beacon.example/burrow"}}}
+	inv, err := newInvite(ca, "laptop", []netip.Prefix{netip.MustParsePrefix("10.0.0.7/24")}, first, time.Unix(1e9, 0), time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(inv.appendBody(nil))
+	f.Add(append(inv.appendBody(nil), make([]byte, 32)...))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		r := &tokenReader{buf: body}
+		got, err := readInviteBody(r)
+		if err != nil || r.finish() != nil {
+			return
+		}
+		if again := got.appendBody(nil); !bytes.Equal(again, body) {
+			t.Fatalf("read %x, encodes back as %x", body, again)
+		}
+	})
+}
