@@ -48,7 +48,7 @@ type simRing struct {
 	// unsigned runs the participants without an Authority; otherwise each
 	// node signs with its own key and revoked voids an owner's records.
 	unsigned bool
-	ca       *identity.CA
+	trust    *identity.Trust
 	keys     map[nid.ID]identity.NodeKey
 	certs    map[nid.ID][]byte
 	revoked  map[nid.ID]bool
@@ -166,14 +166,16 @@ func (r *simRing) signedElsewhere(key, value string, version uint64) (*wireRecor
 // certify issues a certificate for public from the ring's CA, made on
 // first use.
 func (r *simRing) certify(public [32]byte) []byte {
-	if r.ca == nil {
+	if r.trust == nil {
 		ca, err := identity.NewCA("dht-test", rand.NewChaCha8([32]byte{0xca}))
 		if err != nil {
 			r.t.Fatal(err)
 		}
-		r.ca = ca
+		if r.trust, err = identity.NewTrust(ca); err != nil {
+			r.t.Fatal(err)
+		}
 	}
-	c, err := identity.SignCertificate(r.ca, identity.Certificate{Name: "n" + nid.FromPublicKey(public).Short(), PublicKey: public,
+	c, err := identity.SignCertificate(r.trust.CAs[0], identity.Certificate{Name: "n" + nid.FromPublicKey(public).Short(), PublicKey: public,
 		NotBefore: simEpoch.Add(-time.Hour), NotAfter: simEpoch.Add(365 * 24 * time.Hour)})
 	if err != nil {
 		r.t.Fatal(err)
@@ -194,7 +196,7 @@ func (a *testAuthority) PublicKey() [32]byte { return a.key.Public }
 func (a *testAuthority) Certificate() []byte { return a.cert }
 
 func (a *testAuthority) Member(cert []byte, key [32]byte, now time.Time) bool {
-	_, err := a.ring.ca.VerifyPeer(cert, key, now)
+	_, err := a.ring.trust.VerifyPeer(cert, key, now)
 	return err == nil && !a.ring.revoked[nid.FromPublicKey(key)]
 }
 

@@ -9,8 +9,6 @@ import (
 	"io"
 	"slices"
 	"time"
-
-	"burrow/nid"
 )
 
 const (
@@ -77,24 +75,6 @@ func (ca *CA) Verify(cert *Certificate, now time.Time) error {
 		return fmt.Errorf("%w: certificate of %q expired at %s", ErrExpired, cert.Name, cert.NotAfter.Format(time.RFC3339))
 	}
 	return nil
-}
-
-// VerifyPeer parses a certificate received from a peer, verifies it at now
-// and checks that it was issued for static, the key the peer proved it holds
-// in the handshake.
-func (ca *CA) VerifyPeer(cert []byte, static [32]byte, now time.Time) (*Certificate, error) {
-	c, err := ParseCertificate(cert)
-	if err != nil {
-		return nil, err
-	}
-	if err := ca.Verify(c, now); err != nil {
-		return nil, err
-	}
-	if c.PublicKey != static {
-		return nil, fmt.Errorf("%w: certificate of %q names key %s, the peer holds %s",
-			ErrWrongKey, c.Name, c.ID().Short(), nid.FromPublicKey(static).Short())
-	}
-	return c, nil
 }
 
 // MarshalPublic encodes the CA certificate that nodes load: the network name

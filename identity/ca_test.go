@@ -83,21 +83,22 @@ func TestFingerprintMatchesCertificateIssuer(t *testing.T) {
 
 func TestVerifyPeerChecksTheHandshakeKey(t *testing.T) {
 	ca := newTestCA(t, "home", 1)
+	trust := trustOf(t, ca)
 	template := testTemplate(t)
 	wire := mustSign(t, ca, template).Marshal()
 	now := testNotBefore.Add(time.Hour)
-	c, err := ca.VerifyPeer(wire, template.PublicKey, now)
+	c, err := trust.VerifyPeer(wire, template.PublicKey, now)
 	if err != nil || c.Name != template.Name {
 		t.Fatalf("VerifyPeer with the right key: %+v, %v", c, err)
 	}
 	other, _ := GenerateNodeKey(seededRand(7))
-	if _, err := ca.VerifyPeer(wire, other.Public, now); !errors.Is(err, ErrWrongKey) {
+	if _, err := trust.VerifyPeer(wire, other.Public, now); !errors.Is(err, ErrWrongKey) {
 		t.Errorf("VerifyPeer with another key: %v, want ErrWrongKey", err)
 	}
-	if _, err := ca.VerifyPeer(wire[1:], template.PublicKey, now); !errors.Is(err, ErrMalformed) {
+	if _, err := trust.VerifyPeer(wire[1:], template.PublicKey, now); !errors.Is(err, ErrMalformed) {
 		t.Errorf("VerifyPeer of garbage: %v, want ErrMalformed", err)
 	}
-	if _, err := ca.VerifyPeer(wire, template.PublicKey, testNotAfter.Add(time.Second)); !errors.Is(err, ErrExpired) {
+	if _, err := trust.VerifyPeer(wire, template.PublicKey, testNotAfter.Add(time.Second)); !errors.Is(err, ErrExpired) {
 		t.Errorf("VerifyPeer after expiry: %v, want ErrExpired", err)
 	}
 }

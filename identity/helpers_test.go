@@ -49,3 +49,12 @@ func mustSign(t testing.TB, ca *CA, template Certificate) *Certificate {
 	}
 	return c
 }
+
+func trustOf(t testing.TB, cas ...*CA) *Trust {
+	t.Helper()
+	trust, err := NewTrust(cas...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return trust
+}

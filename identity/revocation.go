@@ -123,19 +123,6 @@ func (ca *CA) VerifyRevocation(r *Revocation) error {
 	return nil
 }
 
-// ParseAndVerifyRevocation parses a revocation received from anyone and
-// verifies it against this CA.
-func (ca *CA) ParseAndVerifyRevocation(b []byte) (*Revocation, error) {
-	r, err := ParseRevocation(b)
-	if err != nil {
-		return nil, err
-	}
-	if err := ca.VerifyRevocation(r); err != nil {
-		return nil, err
-	}
-	return r, nil
-}
-
 // SaveRevocation writes r to path (mode 0644: a revocation is public),
 // replacing any file there atomically.
 func SaveRevocation(path string, r *Revocation) error {

@@ -22,7 +22,7 @@ func testRevocation(t testing.TB, ca *CA) *Revocation {
 func TestRevocationSignVerifyRoundTrip(t *testing.T) {
 	ca := newTestCA(t, "home", 1)
 	r := testRevocation(t, ca)
-	got, err := ca.ParseAndVerifyRevocation(r.Marshal())
+	got, err := trustOf(t, ca).ParseAndVerifyRevocation(r.Marshal())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +52,7 @@ func TestARevocationIsHonouredOnlyFromItsOwnCA(t *testing.T) {
 	for i := range raw {
 		b := bytes.Clone(raw)
 		b[i] ^= 0x01
-		if _, err := ca.ParseAndVerifyRevocation(b); err == nil {
+		if _, err := trustOf(t, ca).ParseAndVerifyRevocation(b); err == nil {
 			t.Fatalf("byte %d changed and the revocation still verifies", i)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -30,7 +31,8 @@ const (
 func sampleStatus() runtime.Status {
 	return runtime.Status{
 		Name: "alpha", Network: "home",
-		Queues: runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
+		Queues:      runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
+		Certificate: runtime.CertificateStatus{NotAfter: time.Unix(1800000000, 0)},
 		Status: node.Status{
 			NodeID: "a1a1a1a1000000000000000000000000",
 			Links: []node.LinkStatus{
@@ -155,6 +157,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_ring_joined", nil, 1},
 		{"burrow_stun_requests_total", []string{"event=answered"}, 3},
 		{"burrow_punch_probes_total", nil, 12},
+		{"burrow_certificate_expiry_timestamp_seconds", nil, 1800000000},
 		{"burrow_dht_records", nil, 9},
 		{"burrow_dht_operations_total", []string{"op=put-if-absent", "result=ok"}, 2},
 		{"burrow_dht_operations_total", []string{"op=get", "result=timeout"}, 1},

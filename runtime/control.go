@@ -23,10 +23,21 @@ type Status struct {
 	Listen  string    `json:"listen"`
 	Beacon  bool      `json:"beacon"`
 	TAP     TAPStatus `json:"tap"`
+	// Certificate is this node's certificate: when it expires.
+	Certificate CertificateStatus `json:"certificate"`
 	// Queues are the frames the daemon's own queues dropped to keep bulk
 	// transfers from delaying everything else.
 	Queues QueueStatus `json:"queues"`
 	node.Status
+}
+
+// CertificateStatus tells when the node's certificate runs out, so that
+// it is renewed before the node loses every link.
+type CertificateStatus struct {
+	NotAfter time.Time `json:"not_after"`
+	Issuer   string    `json:"issuer"` // the signing CA's fingerprint
+	// ExpiresSoon is set within CertificateWarning of NotAfter, and after.
+	ExpiresSoon bool `json:"expires_soon"`
 }
 
 // QueueStatus counts what the data path's queues dropped: from the fair
@@ -57,6 +68,8 @@ func (d *Daemon) Status() (Status, error) {
 	err := d.call(func() {
 		st = Status{
 			Name: d.cert.Name, Network: d.cfg.Network, Listen: d.conn.LocalAddr().String(),
+			Certificate: CertificateStatus{NotAfter: d.cert.NotAfter, Issuer: d.cert.IssuerFingerprint(),
+				ExpiresSoon: certificateExpiresSoon(d.cert, time.Now())},
 			Beacon: d.cfg.Beacon.Enabled,
 			TAP:    TAPStatus{MTU: d.mtu, MAC: d.mac.String()},
 			Status: d.node.Status(),

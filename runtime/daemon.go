@@ -105,12 +105,12 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if created {
 		log.Info("created node key", "path", cfg.StateDir+"/node.key", "node_id", key.ID())
 	}
-	ca, cert, err := loadMembership(cfg, key, time.Now())
+	trust, cert, err := loadMembership(cfg, key, time.Now())
 	if err != nil {
 		return nil, err
 	}
 	d.cert = cert
-	d.revocations = newRevocations(cfg.StateDir, ca, log)
+	d.revocations = newRevocations(cfg.StateDir, trust, log)
 
 	if d.conn, err = udpio.Listen(cfg.ListenAddr); err != nil {
 		return nil, fmt.Errorf("listen %v: %w (is another burrow running? change `listen` in %s)", cfg.ListenAddr, err, cfg.Path)
@@ -172,7 +172,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 			Cert: cert.Marshal(), AESFast: hasFastAES(), Rand: crand.Reader,
 		},
 		Verify: func(raw []byte, static [32]byte, now time.Time) (link.Peer, error) {
-			c, err := ca.VerifyPeer(raw, static, now)
+			c, err := trust.VerifyPeer(raw, static, now)
 			if err != nil {
 				return link.Peer{}, err
 			}
@@ -245,15 +245,15 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	return d, nil
 }
 
-// loadMembership loads the CA and this node's certificate and checks that
-// they belong together, to this key and this network, now.
-func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*identity.CA, *identity.Certificate, error) {
-	ca, err := identity.LoadCAPublic(cfg.CA)
+// loadMembership loads the trusted CAs and this node's certificate and
+// checks that they belong together, to this key and this network, now.
+func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*identity.Trust, *identity.Certificate, error) {
+	trust, err := identity.LoadTrust(cfg.CA)
 	if err != nil {
 		return nil, nil, fmt.Errorf("ca %s: %w", cfg.CA, err)
 	}
-	if ca.Network != cfg.Network {
-		return nil, nil, fmt.Errorf("ca %s is for network %q, but the config says network %q", cfg.CA, ca.Network, cfg.Network)
+	if trust.Network() != cfg.Network {
+		return nil, nil, fmt.Errorf("ca %s is for network %q, but the config says network %q", cfg.CA, trust.Network(), cfg.Network)
 	}
 	cert, err := identity.LoadCertificate(cfg.Cert)
 	if err != nil {
@@ -263,10 +263,10 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 		return nil, nil, fmt.Errorf("cert %s was issued for another key than %s/node.key; sign one for this node: burrow cert sign --ca CA_DIR --state %s --name %s --out %s",
 			cfg.Cert, cfg.StateDir, cfg.StateDir, cert.Name, cfg.Cert)
 	}
-	if err := ca.Verify(cert, now); err != nil {
+	if err := trust.Verify(cert, now); err != nil {
 		return nil, nil, fmt.Errorf("cert %s: %w", cfg.Cert, err)
 	}
-	return ca, cert, nil
+	return trust, cert, nil
 }
 
 func reachConfig(cfg *config.Config) node.ReachConfig {
@@ -389,7 +389,10 @@ func (d *Daemon) runCore(ctx context.Context) {
 			close(d.done)
 		}()
 	}()
+	expiry := expiryWarner{cert: d.cert, log: d.log}
+	expiry.check(time.Now())
 	d.serveCore(ctx, timer, save.C, func() {
+		expiry.check(time.Now())
 		if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
 			saved = peers
 		}

@@ -28,14 +28,14 @@ const revocationFileExt = ".rev"
 
 // revocations keeps the CA's revocations on disk for the core.
 type revocations struct {
-	dir  string
-	ca   *identity.CA
-	log  *slog.Logger
-	seen map[string]bool // file names already handed to the core
+	dir   string
+	trust *identity.Trust
+	log   *slog.Logger
+	seen  map[string]bool // file names already handed to the core
 }
 
-func newRevocations(stateDir string, ca *identity.CA, log *slog.Logger) *revocations {
-	return &revocations{dir: filepath.Join(stateDir, RevokedDir), ca: ca, log: log, seen: map[string]bool{}}
+func newRevocations(stateDir string, trust *identity.Trust, log *slog.Logger) *revocations {
+	return &revocations{dir: filepath.Join(stateDir, RevokedDir), trust: trust, log: log, seen: map[string]bool{}}
 }
 
 // config is the core's RevocationConfig: the kept revocations, checked
@@ -45,7 +45,7 @@ func (r *revocations) config() node.RevocationConfig {
 }
 
 func (r *revocations) verify(raw []byte) (node.RevokedNode, error) {
-	rev, err := r.ca.ParseAndVerifyRevocation(raw)
+	rev, err := r.trust.ParseAndVerifyRevocation(raw)
 	if err != nil {
 		return node.RevokedNode{}, err
 	}
@@ -72,7 +72,7 @@ func (r *revocations) scan() [][]byte {
 		path := filepath.Join(r.dir, name)
 		rev, err := identity.LoadRevocation(path)
 		if err == nil {
-			err = r.ca.VerifyRevocation(rev)
+			err = r.trust.VerifyRevocation(rev)
 		}
 		if err != nil {
 			r.log.Error("ignoring a revocation file", "path", path, "err", err)

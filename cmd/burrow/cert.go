@@ -205,11 +205,11 @@ valid now; the command then fails when it is not.`,
 			}
 			var verifyErr error
 			if caCert != "" {
-				ca, err := identity.LoadCAPublic(caCert)
+				trust, err := identity.LoadTrust(caCert)
 				if err != nil {
 					return fmt.Errorf("cannot read the CA certificate given by --ca-cert: %v", err)
 				}
-				verifyErr = ca.Verify(cert, time.Now())
+				verifyErr = trust.Verify(cert, time.Now())
 			}
 			view := newCertView(cert, caCert != "", verifyErr)
 			if asJSON {

@@ -197,7 +197,8 @@ var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap
 
 # Name of the network; must match the CA certificate.
 network: {{q .Network}}
-# The network's CA certificate (public, the same on every node).
+# The network's CA certificate (public, the same on every node). While the
+# network moves to a new CA, a file holding both CA certificates.
 ca: {{q .CACert}}
 # This node's certificate, signed by the network's CA.
 cert: {{q .Cert}}

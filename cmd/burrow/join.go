@@ -126,11 +126,11 @@ func installCert(out io.Writer, setup setupFlags, arg string, force bool) error 
 	if err != nil {
 		return err
 	}
-	ca, err := identity.LoadCAPublic(cfg.CA)
+	trust, err := identity.LoadTrust(cfg.CA)
 	if err != nil {
 		return fmt.Errorf("cannot read the network certificate: %v", err)
 	}
-	if err := ca.Verify(cert, time.Now()); err != nil {
+	if err := trust.Verify(cert, time.Now()); err != nil {
 		return fmt.Errorf("the certificate does not fit this node's network: %v; %s", err, verifyAdvice(err))
 	}
 	key, err := loadNodeKeyForCLI(cfg.StateDir)

@@ -198,3 +198,19 @@ func TestTopologySVG(t *testing.T) {
 		t.Fatalf("unknown format: %v", err)
 	}
 }
+
+func TestCertificateLineWarnsAheadOfExpiry(t *testing.T) {
+	now := time.Date(2027, 1, 1, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		status runtime.CertificateStatus
+		want   string
+	}{
+		{runtime.CertificateStatus{NotAfter: now.Add(400 * 24 * time.Hour), Issuer: "0a1b"}, "valid until 2028-02-05 (400 days), CA 0a1b"},
+		{runtime.CertificateStatus{NotAfter: now.Add(12 * 24 * time.Hour), Issuer: "0a1b", ExpiresSoon: true}, "EXPIRES on 2027-01-13, in 12 days"},
+		{runtime.CertificateStatus{NotAfter: now.Add(-time.Hour), ExpiresSoon: true}, "EXPIRED on 2026-12-31"},
+	} {
+		if got := certificateLine(c.status, now); !strings.HasPrefix(got, c.want) {
+			t.Errorf("certificate line %q, want it to start %q", got, c.want)
+		}
+	}
+}

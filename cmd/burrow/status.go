@@ -49,6 +49,7 @@ node ID, TAP device, links with their state, learned MACs and drop counters.`,
 func printStatus(w io.Writer, st *runtime.Status) {
 	fmt.Fprintf(w, "node      %s (%s) in network %s\n", st.Name, st.NodeID, st.Network)
 	fmt.Fprintf(w, "listen    %s\n", st.Listen)
+	fmt.Fprintf(w, "cert      %s\n", certificateLine(st.Certificate, time.Now()))
 	fmt.Fprintf(w, "tap       %s mtu %d mac %s %v (vnet_hdr=%v tso=%v uso=%v queues=%d)\n",
 		st.TAP.Name, st.TAP.MTU, st.TAP.MAC, st.TAP.Addresses, st.TAP.VnetHdr, st.TAP.TSO, st.TAP.USO, st.TAP.Queues)
 	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n", st.LearnedMACs, st.Flows)
@@ -102,6 +103,19 @@ func printStatus(w io.Writer, st *runtime.Status) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// certificateLine says when the node's certificate runs out, loudly once
+// that is near.
+func certificateLine(c runtime.CertificateStatus, now time.Time) string {
+	days := int(c.NotAfter.Sub(now).Hours() / 24)
+	switch {
+	case !now.Before(c.NotAfter):
+		return fmt.Sprintf("EXPIRED on %s: members refuse this node; sign a new certificate (burrow cert sign) and install it (burrow join --cert FILE --force)", c.NotAfter.Format(time.DateOnly))
+	case c.ExpiresSoon:
+		return fmt.Sprintf("EXPIRES on %s, in %d days: sign a new certificate (burrow cert sign) and install it (burrow join --cert FILE --force); CA %s", c.NotAfter.Format(time.DateOnly), days, c.Issuer)
+	}
+	return fmt.Sprintf("valid until %s (%d days), CA %s", c.NotAfter.Format(time.DateOnly), days, c.Issuer)
 }
 
 // formationLine says how far the node got onto the ring and how long each

@@ -82,7 +82,7 @@ func (n *Network) AddNode(host *netlab.Host, name string, addr netip.Prefix) (*N
 	now := time.Now()
 	cert, err := identity.SignCertificate(n.CA, identity.Certificate{
 		Name: name, PublicKey: key.Public, Addresses: []netip.Prefix{addr},
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(24 * time.Hour),
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(90 * 24 * time.Hour),
 	})
 	if err != nil {
 		return nil, err
