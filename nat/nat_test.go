@@ -25,6 +25,19 @@ func TestBindingRoundTrip(t *testing.T) {
 	}
 }
 
+// A request is as long as the longest answer, so a server answering only
+// requests at least as long as their answer serves burrow's own.
+func TestRequestsAreAsLongAsTheLongestAnswer(t *testing.T) {
+	req := BindingRequest(TxID{1})
+	longest := 0
+	for _, mapped := range []netip.AddrPort{netip.MustParseAddrPort("198.51.100.7:40000"), netip.MustParseAddrPort("[2001:db8::9]:5")} {
+		longest = max(longest, len(BindingSuccess(TxID{1}, mapped)))
+	}
+	if longest != MaxBindingSuccessLen || len(req) != MaxBindingSuccessLen {
+		t.Fatalf("request %d bytes, longest answer %d, MaxBindingSuccessLen %d: want all equal", len(req), longest, MaxBindingSuccessLen)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add(BindingRequest(TxID{9}))
 	f.Add(BindingSuccess(TxID{9}, netip.MustParseAddrPort("192.0.2.1:1")))

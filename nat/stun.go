@@ -54,9 +54,29 @@ func Parse(b []byte) (Message, error) {
 	return m, ErrNotBinding
 }
 
-// BindingRequest builds a request with the given transaction ID.
+// STUN sizes (RFC 5389): the message header, an attribute's header.
+const (
+	stunHeaderLen     = 20
+	stunAttrHeaderLen = 4
+	fingerprintLen    = stunAttrHeaderLen + 4
+)
+
+// MaxBindingSuccessLen is the longest answer a STUN server of burrow's
+// sends: header, an IPv6 XOR-MAPPED-ADDRESS (family, port, 16 bytes) and
+// FINGERPRINT.
+const MaxBindingSuccessLen = stunHeaderLen + stunAttrHeaderLen + 4 + 16 + fingerprintLen
+
+// requestPadding fills a request with a PADDING attribute (RFC 5780,
+// section 7.6) up to MaxBindingSuccessLen, so that a server answers no
+// more bytes than it was sent and cannot be used to amplify traffic
+// toward a forged source address.
+var requestPadding = stun.RawAttribute{Type: stun.AttrPadding,
+	Value: make([]byte, MaxBindingSuccessLen-stunHeaderLen-stunAttrHeaderLen-fingerprintLen)}
+
+// BindingRequest builds a request with the given transaction ID, padded to
+// the length of the longest answer.
 func BindingRequest(id TxID) []byte {
-	msg, err := stun.Build(stun.BindingRequest, stun.NewTransactionIDSetter(id), stun.Fingerprint)
+	msg, err := stun.Build(stun.BindingRequest, stun.NewTransactionIDSetter(id), requestPadding, stun.Fingerprint)
 	if err != nil {
 		panic("nat: building a binding request: " + err.Error())
 	}

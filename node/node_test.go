@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pion/stun/v4"
+
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
+	"burrow/nat"
 )
 
 func TestTwoNodesBroadcastThenUnicastOnTheFastPath(t *testing.T) {
@@ -299,6 +302,41 @@ func TestWrongEntryPointingBackIsRepaired(t *testing.T) {
 			if got := b.countTAP(payload); got != 1 {
 				t.Errorf("frame %d to %s through %s delivered %d times, want 1", i, b.name, m.name, got)
 			}
+		}
+	}
+}
+
+// TestSTUNServerNeverAnswersWithMoreThanItGot: a STUN request can come
+// from a forged address, so a node serving STUN answers only requests at
+// least as long as the answer. A standard 28-byte request from an IPv6
+// address (whose answer is the longest) gets nothing and is counted;
+// burrow's own padded request is answered, with no more bytes than it had.
+func TestSTUNServerNeverAnswersWithMoreThanItGot(t *testing.T) {
+	w := newTestNet(t, 1, 5)
+	server := w.nodes[0]
+	server.node.reach.cfg.STUNServer = true
+	from := link.UDPEndpoint(netip.MustParseAddrPort("[2001:db8::66]:4000"))
+	plain, err := stun.Build(stun.BindingRequest, stun.TransactionID, stun.Fingerprint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name     string
+		request  []byte
+		answered bool
+	}{
+		{"a standard request", plain.Raw, false},
+		{"burrow's padded request", nat.BindingRequest(nat.TxID{7}), true},
+	} {
+		w.queue = nil
+		before := server.node.Stats().Drops()["too_short"]
+		server.node.Handle(Event{Kind: EventDatagram, From: from, Data: c.request}, w.now)
+		server.worker.Tx.Flush()
+		switch {
+		case !c.answered && (len(w.queue) != 0 || server.node.Stats().Drops()["too_short"] != before+1):
+			t.Errorf("%s of %d bytes: %d answers, too_short %d→%d; want none, counted", c.name, len(c.request), len(w.queue), before, server.node.Stats().Drops()["too_short"])
+		case c.answered && (len(w.queue) != 1 || len(w.queue[0].b) > len(c.request)):
+			t.Errorf("%s of %d bytes: %d answers, want one no longer than the request", c.name, len(c.request), len(w.queue))
 		}
 	}
 }

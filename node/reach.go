@@ -143,7 +143,14 @@ func (n *Node) handleSTUN(from link.Endpoint, b []byte, now time.Time) {
 			n.stats.drop(DropRateLimited)
 			return
 		}
-		n.out.SendDatagram(from, nat.BindingSuccess(m.TxID, from.Addr))
+		answer := nat.BindingSuccess(m.TxID, from.Addr)
+		if len(answer) > len(b) {
+			// Anyone can send a request from a forged address: never
+			// answer it with more bytes than it had.
+			n.stats.drop(DropTooShort)
+			return
+		}
+		n.out.SendDatagram(from, answer)
 		return
 	}
 	if n.reach.prober.Answer(from.Addr, m) {

@@ -18,12 +18,14 @@ const (
 	DropSlowPathFull                     // the core was too busy to take it
 	DropRelayLimit                       // relaying for others is off or over its rate
 	DropRateLimited                      // a source asked for work too often
+	DropTooShort                         // an unauthenticated request shorter than its answer would be
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
 	"no_route", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
+	"too_short",
 }
 
 func (r DropReason) String() string { return dropNames[r] }
