@@ -43,23 +43,23 @@ func (s *Sim) Heal() {
 // send carries a datagram from a node toward an address.
 func (s *Sim) send(from *Node, to link.Endpoint, b []byte) {
 	s.stats.Sent++
-	from.traffic.sent(b)
-	if s.cur.flow >= 0 {
-		s.flows[s.cur.flow].Traffic.sent(b)
-	}
 	var dst *Node
 	if to.Via == link.UDP && !to.IsRelay() {
 		dst = s.lookup(to.Addr)
 	}
+	lost := func() { s.counted(from, s.cur.flow, KindUndelivered, len(b)) }
 	switch {
 	case dst == nil:
 		s.stats.Unroutable++
+		lost()
 		return
 	case dst.group != from.group:
 		s.stats.Partitioned++
+		lost()
 		return
 	case s.cfg.Loss > 0 && s.rng.Float64() < s.cfg.Loss:
 		s.stats.Lost++
+		lost()
 		return
 	}
 	hop := s.cur.hop
@@ -90,24 +90,24 @@ func (s *Sim) flush() { s.tx.Flush() }
 func (s *Sim) deliver(e *event) {
 	defer s.release(e.data)
 	n := s.nodes[e.node]
+	from := s.nodes[e.from]
+	size := len(e.data)
 	if !n.up {
 		s.stats.ToDown++
+		s.counted(from, e.flow, KindUndelivered, size)
 		return
 	}
 	s.stats.Delivered++
-	from := s.nodes[e.from]
 	if e.flow >= 0 {
-		s.flows[e.flow].crossed(e.from, e.node, len(e.data), e.hop)
+		s.flows[e.flow].crossed(e.from, e.node, size, e.hop)
 	}
-	size := len(e.data)
-	transport := size > wire.TransportOverhead && wire.Type(e.data[0]) == wire.TypeTransport
+	k, transport := wireKind(e.data)
 	s.curNode, s.cur = n, cause{flow: e.flow, hop: e.hop}
 	if e.flow < 0 {
 		s.cur.flow = n.tag
 	}
 	n.rxInner, n.rxData = 0, false
 	n.core.Dataplane().FromNetwork(&n.worker, link.UDPEndpoint(from.Addr), e.data, s.now)
-	k := KindUndelivered
 	if transport {
 		switch {
 		case n.rxInner != 0:
@@ -115,24 +115,22 @@ func (s *Sim) deliver(e *event) {
 		case n.rxData || len(s.tx.Msgs) > 0:
 			k = KindData
 		}
-		if k != KindUndelivered {
-			from.traffic.classify(k, size)
-			if e.flow >= 0 {
-				s.flows[e.flow].Traffic.classify(k, size)
-			}
-		}
 	}
+	s.counted(from, e.flow, k, size)
 	s.handleSlow(n)
 	s.flush()
 	n.rearm()
 	if s.cfg.Observe != nil {
-		if !transport {
-			k = KindKeepalive
-			if size > 0 && wire.Type(e.data[0]) != wire.TypeTransport {
-				k = KindHandshake
-			}
-		}
 		s.cfg.Observe(Delivery{At: s.Elapsed(), From: int(e.from), To: int(e.node), Size: size, Kind: k, Flow: int(e.flow), Hop: int(e.hop)})
+	}
+}
+
+// counted counts a datagram whose fate is known for its sender and, when
+// it belongs to one, its flow.
+func (s *Sim) counted(from *Node, flow int32, k Kind, size int) {
+	from.traffic.count(k, size)
+	if flow >= 0 {
+		s.flows[flow].Traffic.count(k, size)
 	}
 }
 

@@ -232,3 +232,34 @@ func TestRecordedBulkFlowKeepsEachFrame(t *testing.T) {
 		t.Fatalf("%d frames acknowledged, %d acks; want every %dth", acked, f.Acks, AckEvery)
 	}
 }
+
+// TestTrafficBetweenReadingsIsNeverNegative: readings taken while
+// datagrams are in flight (every 3 ms, with 20 ms of latency), their
+// differences count only what was decided between them: no kind ever goes
+// below zero, and the sum over all windows is the total.
+func TestTrafficBetweenReadingsIsNeverNegative(t *testing.T) {
+	sm := New(Config{Seed: 3, Latency: 20 * time.Millisecond})
+	nodes := make([]*Node, 12)
+	for i := range nodes {
+		nodes[i] = sm.AddNode(NodeConfig{Params: overlay.Params{Successors: 2, LongDistance: 2}})
+	}
+	sm.StartStaggered(nodes, 50*time.Millisecond, 1)
+	start := nodes[0].Traffic()
+	before := start
+	var sum Traffic
+	for range 3000 {
+		sm.RunFor(3 * time.Millisecond)
+		now := nodes[0].Traffic()
+		d := now.Sub(before)
+		for k := range NumKinds {
+			if d.Messages[k] < 0 || d.Bytes[k] < 0 {
+				t.Fatalf("at %v: %v went negative between two readings: %+v", sm.Elapsed(), Kind(k), d)
+			}
+		}
+		sum = sum.Add(d)
+		before = now
+	}
+	if sum != before.Sub(start) || sum.TotalMessages() == 0 {
+		t.Fatalf("windows sum to %+v, the whole run counted %+v", sum, before.Sub(start))
+	}
+}

@@ -8,7 +8,7 @@ type Kind int
 // Datagram kinds. Handshakes and keepalives show in the datagram itself;
 // the rest is encrypted, so the engine classifies a transport datagram by
 // what the receiving core found inside it. One that never reached a
-// running receiver, or that the receiver refused, stays Undelivered.
+// running receiver, or that the receiver refused, is Undelivered.
 const (
 	KindHandshake Kind = iota
 	KindKeepalive
@@ -38,34 +38,34 @@ func innerKind(in wire.Inner) Kind {
 	return KindUndelivered
 }
 
-// Traffic counts datagrams and their bytes (UDP payload) by kind. The
-// counts are signed because a datagram sent before a reading and
-// classified after it moves between kinds across the two readings.
+// Traffic counts datagrams and their bytes (UDP payload) by kind. A
+// datagram is counted for its sender when its fate is known: when it is
+// delivered (classified by what the receiver found) or lost. So a reading
+// never holds a datagram that a later reading classifies differently, and
+// the difference of two readings counts what was decided between them.
 type Traffic struct {
 	Messages [NumKinds]int64
 	Bytes    [NumKinds]int64
 }
 
-func (t *Traffic) sent(b []byte) {
-	k := KindUndelivered
+// wireKind is what a datagram shows without decrypting it: a handshake, a
+// keepalive (an empty transport message), or transport whose content only
+// its receiver can tell (Undelivered until then).
+func wireKind(b []byte) (k Kind, transport bool) {
 	switch {
 	case len(b) == 0:
 	case wire.Type(b[0]) == wire.TypeTransport:
 		if len(b) == wire.TransportOverhead {
-			k = KindKeepalive // an empty transport message
+			return KindKeepalive, false
 		}
+		return KindUndelivered, true
 	case wire.Type(b[0]) >= wire.TypeHandshakeInit && wire.Type(b[0]) <= wire.TypeHandshakeFinish:
-		k = KindHandshake
+		return KindHandshake, false
 	}
-	t.Messages[k]++
-	t.Bytes[k] += int64(len(b))
+	return KindUndelivered, false
 }
 
-// classify moves a delivered transport datagram from Undelivered to the
-// kind the receiver found.
-func (t *Traffic) classify(k Kind, size int) {
-	t.Messages[KindUndelivered]--
-	t.Bytes[KindUndelivered] -= int64(size)
+func (t *Traffic) count(k Kind, size int) {
 	t.Messages[k]++
 	t.Bytes[k] += int64(size)
 }
