@@ -46,6 +46,9 @@ type Config struct {
 	// TURN adds a standard TURN server's relay as a candidate.
 	TURN *TURN `yaml:"turn"`
 	NAT  NAT   `yaml:"nat"`
+	// Firewall, when present, decides which frames may enter and leave
+	// the TAP; without it everything passes.
+	Firewall *Firewall `yaml:"firewall"`
 	// KernelPath carries frames to peers in trusted underlays in the
 	// kernel, unencrypted; off by default.
 	KernelPath KernelPath `yaml:"kernel_path,omitempty"`

@@ -90,6 +90,9 @@ func (c *Config) validate() error {
 	if err := c.validateKernelPath(); err != nil {
 		return err
 	}
+	if err := c.validateFirewall(); err != nil {
+		return err
+	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")
 	}
@@ -342,6 +345,16 @@ func IsPrivatePrefix(p netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+func (c *Config) validateFirewall() error {
+	if c.Firewall == nil {
+		return nil
+	}
+	if c.KernelPath.Enabled {
+		return fieldErr("firewall", "cannot be combined with kernel_path.enabled: the kernel path carries frames past the firewall; turn one off")
+	}
+	return c.Firewall.validate()
 }
 
 func (c *Config) validateKernelPath() error {

@@ -26,6 +26,7 @@ type Peer struct {
 	ID        nid.ID
 	Name      string
 	Addresses []netip.Prefix
+	Groups    []string
 	NotAfter  time.Time
 }
 

@@ -3,6 +3,7 @@ package node
 import (
 	"sync/atomic"
 
+	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
@@ -42,6 +43,7 @@ type Dataplane struct {
 	snap  *atomic.Pointer[snapshot]
 	stats *Stats
 	relay *relayBudget
+	fw    *firewall.Firewall // nil: every frame passes
 	trace Trace
 }
 
@@ -107,6 +109,9 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		d.slowFrame(w, hdr, frame)
 		return
 	}
+	if !d.passes(firewall.Outbound, frame, s.member(r.root), now) {
+		return
+	}
 	r.touch(now)
 	r.bytes.Add(uint64(len(frame)))
 	h := d.nextHop(w, s, r, now)
@@ -115,6 +120,12 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		return
 	}
 	d.sendFrame(w, s, h, hdr, frame, wire.Routed{Dest: r.root, Source: s.self}, now)
+}
+
+// passes asks the firewall, if there is one, about a frame entering or
+// leaving the TAP, to or from member (zero when unknown).
+func (d *Dataplane) passes(dir firewall.Direction, frame []byte, member firewall.Member, now int64) bool {
+	return d.fw == nil || d.fw.Allow(dir, frame, member, now)
 }
 
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
@@ -383,6 +394,9 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	}
 	r.touch(now)
 	if r.out == localPort {
+		if !d.passes(firewall.Inbound, frame, s.member(s.macs[key.src].root), now) {
+			return
+		}
 		r.bytes.Add(uint64(len(frame)))
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(frame, f.Offload)
@@ -459,10 +473,12 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 	if s.teaches(m, in.link.Port, now) {
 		w.Slow(Event{Kind: EventFloodSeen, Port: in.link.Port, Data: clone(plain)})
 	}
-	d.stats.FramesToTAP.Add(1)
-	w.Frames.Frame(m.Frame, l2.Offload{})
-	if d.trace.Delivered != nil {
-		d.trace.Delivered(m.Root, m.Hops, m.Frame)
+	if d.passes(firewall.Inbound, m.Frame, s.member(s.floodSource(m)), now) {
+		d.stats.FramesToTAP.Add(1)
+		w.Frames.Frame(m.Frame, l2.Offload{})
+		if d.trace.Delivered != nil {
+			d.trace.Delivered(m.Root, m.Hops, m.Frame)
+		}
 	}
 	d.forwardFlood(w, s, m.Kind, m.Root, m.Bound, m.Hops, m.Frame, now)
 }
@@ -506,6 +522,9 @@ func (d *Dataplane) forwardFlood(w *Worker, s *snapshot, kind flood.Kind, root, 
 // floodFromTAP floods a local host's frame for an unknown destination, as
 // the bridge its source sits behind.
 func (d *Dataplane) floodFromTAP(w *Worker, s *snapshot, hdr l2.VirtioNetHdr, frame []byte, now int64) {
+	if !d.passes(firewall.Outbound, frame, firewall.Member{}, now) {
+		return
+	}
 	off := offloadOf(hdr)
 	if off.NeedsCsum {
 		// A flood has no offload fields; finish the checksum once here.

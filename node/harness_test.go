@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/curve25519"
 
+	"burrow/firewall"
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
@@ -33,6 +34,10 @@ type testNet struct {
 	// stalled nodes' cores get no ticks and handle no events, as on a
 	// machine too loaded to run them, while their data paths go on.
 	stalled map[*testNode]bool
+	// groups are the certificate groups of nodes by name, and firewalls
+	// the firewalls of nodes added after they are set.
+	groups    map[string][]string
+	firewalls map[string]*firewall.Firewall
 }
 
 type packet struct {
@@ -72,7 +77,7 @@ func (w *testNet) verify(cert []byte, static [32]byte, now time.Time) (link.Peer
 	if key, ok := w.keys[string(cert)]; !ok || key != static {
 		return link.Peer{}, errors.New("not a member")
 	}
-	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert)}, nil
+	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert), Groups: w.groups[string(cert)]}, nil
 }
 
 // revocationPrefix starts a test revocation; the revoked node's name
@@ -118,9 +123,10 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		Revocations: RevocationConfig{Verify: w.verifyRevocation, Learned: func(raw []byte, r RevokedNode) {
 			tn.learnedRevocations = append(tn.learnedRevocations, r)
 		}},
-		MAC:     tn.mac,
-		Overlay: ov,
-		Reach:   reach,
+		MAC:      tn.mac,
+		Overlay:  ov,
+		Reach:    reach,
+		Firewall: w.firewalls[name],
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)

@@ -25,6 +25,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
@@ -71,6 +72,9 @@ type Config struct {
 	// Revocations are the CA's revocations: which members no one may link
 	// to any more.
 	Revocations RevocationConfig
+	// Firewall, when set, decides which frames may enter and leave the
+	// TAP; the runtime may change its policy at any time.
+	Firewall *firewall.Firewall
 }
 
 // Trace receives observations for experiments; nil fields are skipped.
@@ -112,7 +116,13 @@ type Node struct {
 	topo      topologyState
 	svc       servicesState
 	now       time.Time // time of the event being handled
+	// nextFirewallSweep is when the firewall next forgets idle connections.
+	nextFirewallSweep time.Time
 }
+
+// firewallSweepEvery is how often idle connections leave the firewall's
+// table; until then they only take room, as they pass nothing.
+const firewallSweepEvery = 10 * time.Second
 
 // Defaults for zero Config fields.
 const (
@@ -161,7 +171,7 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.initRevocations()
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: n.verifyPeer, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
-	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace}
+	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace, fw: cfg.Firewall}
 	n.initReach(now)
 	n.initOverlay(now)
 	if err := n.initServices(now); err != nil {
@@ -235,6 +245,10 @@ func (n *Node) Tick(now time.Time) {
 	n.servicesTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
+	if n.cfg.Firewall != nil && !now.Before(n.nextFirewallSweep) {
+		n.cfg.Firewall.Sweep(now.UnixNano())
+		n.nextFirewallSweep = now.Add(firewallSweepEvery)
+	}
 	idle := now.Add(-n.cfg.FlowIdle).UnixNano()
 	for k, f := range n.flows {
 		if f.lastUsed.Load() < idle {

@@ -3,6 +3,7 @@ package node
 import (
 	"sync/atomic"
 
+	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
@@ -81,6 +82,24 @@ type route struct {
 type hop struct {
 	port           *port
 	routed, onward bool
+}
+
+// member is what the firewall knows of the member behind bridge id: the
+// certificate of a peer with an up link; nothing of others.
+func (s *snapshot) member(id nid.ID) firewall.Member {
+	if p := s.byPeer[id]; p != nil {
+		return firewall.Member{Name: p.link.Peer.Name, Groups: p.link.Peer.Groups}
+	}
+	return firewall.Member{}
+}
+
+// floodSource is the bridge a broadcast's source sits behind: its root,
+// unless the root only passed on a frame it did not own.
+func (s *snapshot) floodSource(m flood.FRB) nid.ID {
+	if m.Kind == flood.Broadcast {
+		return m.Root
+	}
+	return s.macs[l2.MAC(m.Frame[6:12])].root
 }
 
 // macView is one learning-table entry as the data path sees it.

@@ -28,6 +28,17 @@ type Status struct {
 	Services    ServicesStatus    `json:"services"`
 	// Revoked are the members the CA revoked that this node knows of.
 	Revoked []RevokedNode `json:"revoked,omitempty"`
+	// Firewall is nil when the node has none.
+	Firewall *FirewallStatus `json:"firewall,omitempty"`
+}
+
+// FirewallStatus counts what the firewall decided.
+type FirewallStatus struct {
+	InboundRules  int    `json:"inbound_rules"`
+	OutboundRules int    `json:"outbound_rules"`
+	Allowed       uint64 `json:"allowed"`
+	Dropped       uint64 `json:"dropped"`
+	Connections   int    `json:"connections"`
 }
 
 // LinkStatus describes one link.
@@ -88,6 +99,11 @@ func (n *Node) Status() Status {
 		Flows:       len(n.flows),
 		Drops:       n.stats.Drops(),
 		Revoked:     n.Revoked(),
+	}
+	if fw := n.cfg.Firewall; fw != nil {
+		p := fw.Policy()
+		st.Firewall = &FirewallStatus{InboundRules: len(p.Inbound), OutboundRules: len(p.Outbound),
+			Allowed: fw.Allowed.Load(), Dropped: fw.Dropped.Load(), Connections: fw.Connections()}
 	}
 	for _, l := range n.links.Links() {
 		ls := LinkStatus{

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
 	"burrow/link"
@@ -65,6 +66,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	if in == localPort && n.serveLocal(frame, now) {
 		return
 	}
+	if in == localPort && !n.passesFirewall(firewall.Outbound, frame, dst, nid.ID{}, now) {
+		return
+	}
 	if in == localPort {
 		source = n.self
 		n.learnMAC(src, flood.LocalPort, n.self, now)
@@ -99,7 +103,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		// peer floods as Transit: this bridge does not own its source.
 		kind := flood.Broadcast
 		if in != localPort {
-			n.writeTAP(frame, off)
+			if n.passesFirewall(firewall.Inbound, frame, src, source, now) {
+				n.writeTAP(frame, off)
+			}
 			kind = flood.Transit
 		}
 		n.startFlood(kind, frame, off, now)
@@ -111,7 +117,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	}
 	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, e.Root, now)
 	if out == localPort {
-		n.writeTAP(frame, off)
+		if n.passesFirewall(firewall.Inbound, frame, src, source, now) {
+			n.writeTAP(frame, off)
+		}
 		return
 	}
 	l := n.links.LinkByPort(out)
@@ -157,6 +165,24 @@ func (n *Node) sendData(l *link.Link, plaintext []byte, now time.Time) {
 	if l.Counters.Suspect(now.UnixNano()) && l.Counters.ReportSuspect() {
 		n.links.Suspect(l, now)
 	}
+}
+
+// passesFirewall asks the firewall, if there is one, about a frame the
+// core switches into or out of the TAP. The member at the other end is the
+// one behind bridge, or, when bridge is zero, behind the learned bridge of
+// mac (the destination of an outbound frame, the source of an inbound one).
+func (n *Node) passesFirewall(dir firewall.Direction, frame []byte, mac l2.MAC, bridge nid.ID, now time.Time) bool {
+	if n.cfg.Firewall == nil {
+		return true
+	}
+	if bridge == (nid.ID{}) && !mac.IsMulticast() {
+		bridge, _ = n.learn.RootOf(mac)
+	}
+	var m firewall.Member
+	if l := n.links.Links()[bridge]; l != nil && l.Up() {
+		m = firewall.Member{Name: l.Peer.Name, Groups: l.Peer.Groups}
+	}
+	return n.cfg.Firewall.Allow(dir, frame, m, now.UnixNano())
 }
 
 func (n *Node) writeTAP(frame []byte, off l2.Offload) {

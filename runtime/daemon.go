@@ -176,7 +176,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 			if err != nil {
 				return link.Peer{}, err
 			}
-			return link.Peer{ID: c.ID(), Name: c.Name, Addresses: c.Addresses, NotAfter: c.NotAfter}, nil
+			return link.Peer{ID: c.ID(), Name: c.Name, Addresses: c.Addresses, Groups: c.Groups, NotAfter: c.NotAfter}, nil
 		},
 		Timers: link.Timers{
 			Keepalive: cfg.Links.Keepalive, DeadAfter: cfg.Links.DeadAfter, HandshakeRetry: cfg.Links.HandshakeRetry,

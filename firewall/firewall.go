@@ -1,0 +1,355 @@
+// Package firewall decides which frames may enter and leave a node's TAP,
+// by rules on the other member's certificate (its name and groups), the
+// remote address, the protocol, the destination port and the ICMP type,
+// as Nebula's firewall does for its tunnels. It is stateful: a packet a
+// rule allowed opens a connection, and the packets of that connection pass
+// both ways until it has been idle for its protocol's timeout. ARP and IPv6
+// neighbour discovery always pass (without them nothing does); other
+// ethertypes follow the policy's OtherEthertypes.
+//
+// The firewall is safe for concurrent use: the data path's workers check
+// frames while the core replaces the policy. It does no I/O and reads no
+// clock; times are unix nanoseconds from the caller.
+package firewall
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Proto is a rule's protocol.
+type Proto uint8
+
+// Protocols.
+const (
+	ProtoAny Proto = iota
+	ProtoTCP
+	ProtoUDP
+	ProtoICMP // ICMP for IPv4, ICMPv6 for IPv6
+)
+
+var protoNames = [...]string{"any", "tcp", "udp", "icmp"}
+
+func (p Proto) String() string { return protoNames[p] }
+
+// AnyICMPType in Rule.ICMPType matches every type.
+const AnyICMPType = -1
+
+// Rule allows packets that match every field it sets.
+type Rule struct {
+	Proto Proto
+	// FirstPort and LastPort bound the destination port (TCP and UDP);
+	// both zero match any port.
+	FirstPort, LastPort uint16
+	ICMPType            int // AnyICMPType, or a type (ICMP only)
+	// Host is the other member's certificate name; "" is any member.
+	Host string
+	// Groups must all be in the other member's certificate.
+	Groups []string
+	// CIDR holds the remote address; the zero prefix is any address.
+	CIDR netip.Prefix
+}
+
+// Policy is a node's whole firewall configuration.
+type Policy struct {
+	Inbound, Outbound []Rule
+	// OtherEthertypes lets frames that are neither IP, ARP nor 802.1Q
+	// through; otherwise they are dropped.
+	OtherEthertypes bool
+	// Idle timeouts of connections, by protocol.
+	TCPTimeout, UDPTimeout, ICMPTimeout time.Duration
+}
+
+// Default idle timeouts (Nebula's).
+const (
+	DefaultTCPTimeout  = 12 * time.Minute
+	DefaultUDPTimeout  = 3 * time.Minute
+	DefaultICMPTimeout = 10 * time.Minute
+)
+
+// Member is what the firewall knows of the other end: the certificate of
+// the member a frame comes from or goes to. A zero Member is unknown (a
+// broadcast, or a member whose certificate this node has not seen): rules
+// naming a host or groups do not match it.
+type Member struct {
+	Name   string
+	Groups []string
+}
+
+// Direction says whether a frame enters the node's TAP or leaves it.
+type Direction uint8
+
+// Directions.
+const (
+	Inbound  Direction = iota // from another member into this node's TAP
+	Outbound                  // from this node's TAP toward another member
+)
+
+func (d Direction) String() string {
+	if d == Inbound {
+		return "inbound"
+	}
+	return "outbound"
+}
+
+// Verdict is a decision and why.
+type Verdict struct {
+	Allowed bool
+	// Rule is the index of the rule that allowed the packet in its
+	// direction's list, or -1.
+	Rule   int
+	Reason string
+}
+
+// Firewall holds a policy and the connections it allowed.
+type Firewall struct {
+	policy atomic.Pointer[compiled]
+	shards [numShards]shard
+	// Allowed and Dropped count frames.
+	Allowed, Dropped atomic.Uint64
+}
+
+// compiled is a policy with its generation: connections opened under an
+// older one are checked again against the current one.
+type compiled struct {
+	Policy
+	gen uint32
+}
+
+const (
+	numShards = 64
+	// maxPerShard bounds the connections tracked (64 Ki in all).
+	maxPerShard = 1024
+)
+
+type shard struct {
+	mu    sync.Mutex
+	conns map[connKey]conn
+}
+
+// connKey names a connection from this node's side: both directions of it
+// map to the same key.
+type connKey struct {
+	proto         uint8
+	local, remote [16]byte
+	lport, rport  uint16
+}
+
+// conn is a tracked connection: opened in direction origin by a packet
+// of ICMP type icmpType (ICMP only), under policy generation gen.
+type conn struct {
+	expires  int64
+	gen      uint32
+	origin   Direction
+	icmpType int16
+}
+
+// New makes a firewall with policy p.
+func New(p Policy) *Firewall {
+	f := &Firewall{}
+	for i := range f.shards {
+		f.shards[i].conns = make(map[connKey]conn)
+	}
+	f.SetPolicy(p)
+	return f
+}
+
+// SetPolicy replaces the policy. Connections opened before stay open only
+// as long as the new policy allows what opened them.
+func (f *Firewall) SetPolicy(p Policy) {
+	if p.TCPTimeout <= 0 {
+		p.TCPTimeout = DefaultTCPTimeout
+	}
+	if p.UDPTimeout <= 0 {
+		p.UDPTimeout = DefaultUDPTimeout
+	}
+	if p.ICMPTimeout <= 0 {
+		p.ICMPTimeout = DefaultICMPTimeout
+	}
+	var gen uint32
+	if old := f.policy.Load(); old != nil {
+		gen = old.gen + 1
+	}
+	f.policy.Store(&compiled{Policy: p, gen: gen})
+}
+
+// Policy returns the policy in force.
+func (f *Firewall) Policy() Policy { return f.policy.Load().Policy }
+
+// Allow checks a frame crossing the TAP in direction d, to or from member
+// m, at now (unix nanoseconds), and counts the outcome.
+func (f *Firewall) Allow(d Direction, frame []byte, m Member, now int64) bool {
+	v := f.check(d, frame, m, now, true)
+	if v.Allowed {
+		f.Allowed.Add(1)
+	} else {
+		f.Dropped.Add(1)
+	}
+	return v.Allowed
+}
+
+// Explain is Allow without effects: it says what the firewall would do
+// with the frame and why, opening and counting nothing.
+func (f *Firewall) Explain(d Direction, frame []byte, m Member, now int64) Verdict {
+	return f.check(d, frame, m, now, false)
+}
+
+func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track bool) Verdict {
+	p := f.policy.Load()
+	pkt, kind := parse(frame)
+	switch kind {
+	case kindAlways:
+		return Verdict{Allowed: true, Rule: -1, Reason: "ARP and IPv6 neighbour discovery always pass"}
+	case kindOther:
+		if p.OtherEthertypes {
+			return Verdict{Allowed: true, Rule: -1, Reason: "other ethertypes are allowed (other_ethertypes: allow)"}
+		}
+		return Verdict{Rule: -1, Reason: "neither IP, ARP nor neighbour discovery, and other_ethertypes is drop"}
+	case kindMalformed:
+		return Verdict{Rule: -1, Reason: "a malformed IP packet"}
+	}
+	key := pkt.key(d)
+	sh := &f.shards[shardOf(&key)]
+	sh.mu.Lock()
+	c, open := sh.conns[key]
+	sh.mu.Unlock()
+	if open && c.expires > now {
+		if c.gen == p.gen || p.match(c.origin, pkt.view(c.origin, d, c.icmpType), m) >= 0 {
+			if track {
+				c.gen = p.gen
+				f.open(sh, key, c, pkt.proto, p, now)
+			}
+			return Verdict{Allowed: true, Rule: -1, Reason: "a connection the firewall allowed before"}
+		}
+	}
+	i := p.match(d, pkt.view(d, d, pkt.icmpType), m)
+	if i < 0 {
+		return Verdict{Rule: -1, Reason: fmt.Sprintf("no %s rule matches", d)}
+	}
+	if track {
+		f.open(sh, key, conn{gen: p.gen, origin: d, icmpType: pkt.icmpType}, pkt.proto, p, now)
+	}
+	return Verdict{Allowed: true, Rule: i, Reason: fmt.Sprintf("%s rule %d allows it", d, i+1)}
+}
+
+// open tracks (or refreshes) a connection until its protocol's timeout.
+func (f *Firewall) open(sh *shard, key connKey, c conn, proto uint8, p *compiled, now int64) {
+	switch proto {
+	case ipProtoTCP:
+		c.expires = now + int64(p.TCPTimeout)
+	case ipProtoUDP:
+		c.expires = now + int64(p.UDPTimeout)
+	default:
+		c.expires = now + int64(p.ICMPTimeout)
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, tracked := sh.conns[key]; !tracked && len(sh.conns) >= maxPerShard {
+		sweepShard(sh, now)
+		if len(sh.conns) >= maxPerShard {
+			return // full: the packet passes, its answers need a rule of their own
+		}
+	}
+	sh.conns[key] = c
+}
+
+// Sweep forgets connections idle past their timeout; the core calls it
+// now and then so that the table does not hold dead ones.
+func (f *Firewall) Sweep(now int64) {
+	for i := range f.shards {
+		sh := &f.shards[i]
+		sh.mu.Lock()
+		sweepShard(sh, now)
+		sh.mu.Unlock()
+	}
+}
+
+// Connections counts the connections tracked.
+func (f *Firewall) Connections() int {
+	n := 0
+	for i := range f.shards {
+		sh := &f.shards[i]
+		sh.mu.Lock()
+		n += len(sh.conns)
+		sh.mu.Unlock()
+	}
+	return n
+}
+
+func sweepShard(sh *shard, now int64) {
+	for k, c := range sh.conns {
+		if c.expires <= now {
+			delete(sh.conns, k)
+		}
+	}
+}
+
+func shardOf(k *connKey) int {
+	h := uint32(k.proto) ^ binary.LittleEndian.Uint32(k.remote[12:]) ^ binary.LittleEndian.Uint32(k.local[12:]) ^
+		uint32(k.lport)<<16 ^ uint32(k.rport)
+	h ^= h >> 16
+	h *= 0x45d9f3b
+	h ^= h >> 16
+	return int(h % numShards)
+}
+
+// flowView is a packet as a rule of one direction sees it: the remote
+// address, the destination port and the ICMP type.
+type flowView struct {
+	proto    uint8
+	remote   netip.Addr
+	dport    uint16
+	icmpType int16
+}
+
+// match returns the index of the first rule of direction d that allows
+// v to or from m, or -1.
+func (p *compiled) match(d Direction, v flowView, m Member) int {
+	rules := p.Inbound
+	if d == Outbound {
+		rules = p.Outbound
+	}
+	for i := range rules {
+		if rules[i].matches(v, m) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *Rule) matches(v flowView, m Member) bool {
+	switch r.Proto {
+	case ProtoTCP:
+		if v.proto != ipProtoTCP {
+			return false
+		}
+	case ProtoUDP:
+		if v.proto != ipProtoUDP {
+			return false
+		}
+	case ProtoICMP:
+		if v.proto != ipProtoICMP && v.proto != ipProtoICMPv6 {
+			return false
+		}
+		if r.ICMPType != AnyICMPType && int(v.icmpType) != r.ICMPType {
+			return false
+		}
+	}
+	if (r.FirstPort != 0 || r.LastPort != 0) && (v.dport < r.FirstPort || v.dport > r.LastPort) {
+		return false
+	}
+	if r.Host != "" && r.Host != m.Name {
+		return false
+	}
+	for _, g := range r.Groups {
+		if !slices.Contains(m.Groups, g) {
+			return false
+		}
+	}
+	return !r.CIDR.IsValid() || r.CIDR.Contains(v.remote)
+}

@@ -1,0 +1,68 @@
+package node
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+	"time"
+
+	"burrow/firewall"
+	"burrow/l2"
+)
+
+// tcpFrame is an Ethernet frame with an IPv4 TCP segment ending in payload.
+func tcpFrame(dst, src l2.MAC, from, to netip.Addr, sport, dport uint16, payload string) []byte {
+	f := append(append(append([]byte{}, dst[:]...), src[:]...), 0x08, 0x00)
+	ip := make([]byte, 20+20)
+	ip[0] = 0x45
+	binary.BigEndian.PutUint16(ip[2:4], uint16(len(ip)+len(payload)))
+	ip[8], ip[9] = 64, 6
+	a, b := from.As4(), to.As4()
+	copy(ip[12:16], a[:])
+	copy(ip[16:20], b[:])
+	binary.BigEndian.PutUint16(ip[20:22], sport)
+	binary.BigEndian.PutUint16(ip[22:24], dport)
+	ip[32] = 5 << 4
+	return append(append(f, ip...), payload...)
+}
+
+// TestFirewallAdmitsOnlyTheGroupOnBothPaths: db's firewall lets TCP 5432
+// in from group app only. The first segments cross as floods and through
+// the core, the later ones on installed flows in the data path: a member of
+// app gets through both ways (db's answers pass as part of the
+// connection, with no outbound rule), a member of web does not.
+func TestFirewallAdmitsOnlyTheGroupOnBothPaths(t *testing.T) {
+	fw := firewall.New(firewall.Policy{Inbound: []firewall.Rule{
+		{Proto: firewall.ProtoTCP, FirstPort: 5432, LastPort: 5432, Groups: []string{"app"}, ICMPType: firewall.AnyICMPType},
+	}})
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
+		groups: map[string][]string{"app": {"app"}, "web": {"web"}}, firewalls: map[string]*firewall.Firewall{"db": fw}}
+	db := w.add("db", 71, OverlayConfig{Disabled: true})
+	app := w.add("app", 72, OverlayConfig{Disabled: true})
+	web := w.add("web", 73, OverlayConfig{Disabled: true})
+	w.connect(0, 1)
+	w.connect(0, 2)
+	w.advance(time.Second, 100*time.Millisecond)
+	dbIP, appIP, webIP := netip.MustParseAddr("10.9.0.5"), netip.MustParseAddr("10.9.0.7"), netip.MustParseAddr("10.9.0.8")
+	for i := range 4 {
+		app.fromTAP(tcpFrame(db.mac, app.mac, appIP, dbIP, 40000, 5432, "query"))
+		web.fromTAP(tcpFrame(db.mac, web.mac, webIP, dbIP, 40001, 5432, "intrusion"))
+		db.fromTAP(tcpFrame(app.mac, db.mac, dbIP, appIP, 5432, 40000, "rows"))
+		if got := db.countTAP("query"); got != i+1 {
+			t.Fatalf("round %d: db got %d queries from app, want %d", i, got, i+1)
+		}
+		if got := app.countTAP("rows"); got != i+1 {
+			t.Fatalf("round %d: app got %d answers from db, want %d", i, got, i+1)
+		}
+	}
+	if got := db.countTAP("intrusion"); got != 0 {
+		t.Fatalf("db's TAP got %d segments from web", got)
+	}
+	st := db.node.Status().Firewall
+	if st == nil || st.Dropped != 4 || st.Connections != 1 || st.InboundRules != 1 {
+		t.Fatalf("db's firewall status %+v: want 4 dropped, 1 connection, 1 inbound rule", st)
+	}
+	if flows := db.handed[EventFromLink]; flows == 0 {
+		t.Fatal("no frame went through db's core: the test did not cover the slow path")
+	}
+}
