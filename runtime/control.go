@@ -105,6 +105,8 @@ type Request struct {
 	Revocation []byte `json:"revocation,omitempty"`
 	// DHT is the operation of command "dht".
 	DHT *DHTRequest `json:"dht,omitempty"`
+	// Firewall is the question of command "firewall-check".
+	Firewall *FirewallQuery `json:"firewall,omitempty"`
 }
 
 // DHTRequest is one operation on the network's DHT, made in this node's
@@ -136,6 +138,8 @@ type Response struct {
 	Fresh   bool              `json:"fresh,omitempty"`
 	// DHT answers "dht".
 	DHT *DHTAnswer `json:"dht,omitempty"`
+	// Firewall answers "firewall-check".
+	Firewall *FirewallAnswer `json:"firewall,omitempty"`
 }
 
 // DHT runs one operation on the DHT in this node's name and waits for the
@@ -253,6 +257,17 @@ func (s *controlServer) handle(c net.Conn) {
 				resp.Error = err.Error()
 			} else {
 				resp.DHT = &a
+			}
+		case "firewall-check":
+			if req.Firewall == nil {
+				resp.Error = "firewall-check: no question given"
+				break
+			}
+			a, err := s.d.CheckFirewall(*req.Firewall)
+			if err != nil {
+				resp.Error = err.Error()
+			} else {
+				resp.Firewall = &a
 			}
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)

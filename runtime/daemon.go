@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/cpu"
 
 	"burrow/config"
+	"burrow/firewall"
 	"burrow/flood"
 	"burrow/identity"
 	"burrow/l2"
@@ -31,19 +32,20 @@ import (
 
 // Daemon is a running node.
 type Daemon struct {
-	cfg     *config.Config
-	log     *slog.Logger
-	cert    *identity.Certificate
-	node    *node.Node
-	dev     *tap.Device
-	conn    *udpio.Conn
-	control *controlServer
-	events  chan node.Event
-	calls   chan func()
-	tapBuf  []byte // core-owned buffer for frames written to the TAP
-	addrs   []netip.Prefix
-	mtu     int
-	mac     l2.MAC
+	cfg      *config.Config
+	log      *slog.Logger
+	cert     *identity.Certificate
+	firewall *firewall.Firewall // nil without a firewall section
+	node     *node.Node
+	dev      *tap.Device
+	conn     *udpio.Conn
+	control  *controlServer
+	events   chan node.Event
+	calls    chan func()
+	tapBuf   []byte // core-owned buffer for frames written to the TAP
+	addrs    []netip.Prefix
+	mtu      int
+	mac      l2.MAC
 	// subnetBridge is the container bridge this daemon created, removed
 	// on shutdown.
 	subnetBridge string
@@ -164,6 +166,9 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Firewall != nil {
+		d.firewall = firewall.New(cfg.Firewall.Policy)
+	}
 	d.node, err = node.New(node.Config{
 		Name:     cert.Name,
 		Services: services,
@@ -187,6 +192,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		RelayRate:   cfg.RelayRate(),
 		Reach:       reachConfig(cfg),
 		Revocations: d.revocations.config(),
+		Firewall:    d.firewall,
 		MaxMACs:     cfg.Switch.MaxMACs,
 		MACAge:      cfg.Switch.MACAge,
 		FlowIdle:    cfg.Switch.FlowIdle,

@@ -392,6 +392,42 @@ kernel_path:
   # whose frames would cross networks nobody here controls in the clear.
   # allow_public: false
 
+# The firewall: which frames may enter and leave the TAP. Without this
+# section everything passes; with it, only what a rule allows. A rule
+# matches the other member's certificate (host: its name, group/groups:
+# groups it must all hold) or its address (cidr), and at least one of host,
+# group, groups and cidr is required (host: any for every member). Port is
+# the destination port (a number, a range 8000-8080, or any) of tcp and udp;
+# icmp_type (8: ping) limits an icmp rule. An allowed packet opens a
+# connection whose answers pass both ways. ARP and IPv6 neighbour discovery
+# always pass. 'kill -HUP' reloads this section; 'burrow firewall check'
+# explains a verdict.
+# firewall:
+#   other_ethertypes: drop
+#   conntrack:
+#     tcp_timeout: 12m
+#     udp_timeout: 3m
+#     icmp_timeout: 10m
+#   outbound:
+#     - proto: any
+#       port: any
+#       host: any
+#     - proto: icmp
+#       icmp_type: 8
+#       group: ops
+#       groups: [prod]
+#       cidr: 10.9.0.0/16
+#   inbound:
+#     - proto: tcp
+#       port: 5432
+#       group: app
+#       groups: [prod]
+#       host: app1
+#       cidr: 10.9.0.0/16
+#     - proto: icmp
+#       icmp_type: 8
+#       host: any
+
 # Where 'burrow status' and 'burrow peers' reach this node.
 control_socket: {{q .ControlSocket}}
 

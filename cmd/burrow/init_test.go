@@ -214,10 +214,20 @@ func keyPaths(prefix string, v any) []string {
 		}
 		return out
 	case []any:
-		if len(v) > 0 {
-			if m, ok := v[0].(map[string]any); ok {
-				return keyPaths(prefix+"[]", m)
+		// A list documents its items' fields across its examples, which
+		// may need several (a rule with ports, a rule with ICMP types).
+		var out []string
+		for _, item := range v {
+			if m, ok := item.(map[string]any); ok {
+				for _, k := range keyPaths(prefix+"[]", m) {
+					if !slices.Contains(out, k) {
+						out = append(out, k)
+					}
+				}
 			}
+		}
+		if len(out) > 0 {
+			return out
 		}
 	}
 	return []string{prefix}

@@ -23,7 +23,9 @@ ring overlay, and need nothing central to carry their traffic.`,
 
 func main() {
 	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "burrow:", err)
+		if err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "burrow:", err)
+		}
 		os.Exit(1)
 	}
 }

@@ -21,7 +21,9 @@ func init() {
 
 The node opens its UDP socket and TAP device, links to the configured peers
 and switches frames. On shutdown it removes the TAP device together with its
-addresses and the control socket. Needs root (or CAP_NET_ADMIN).`,
+addresses and the control socket. SIGHUP reads the configuration file again
+and puts its firewall section in force, keeping every link; other changes
+need a restart. Needs root (or CAP_NET_ADMIN).`,
 		Example: `  burrow up -c /etc/burrow/burrow.yaml`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,13 +58,32 @@ func runDaemon(cfg *config.Config) error {
 	metricsEndpoint.serve(d, log)
 	dashboardEndpoint.serve(d, log)
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	select {
-	case sig := <-sigs:
-		log.Info("signal received", "signal", sig.String())
-		return d.Close()
-	case <-waitChan(d):
-		return d.Wait()
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	done := waitChan(d)
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				reloadFirewall(d, cfg.Path, log)
+				continue
+			}
+			log.Info("signal received", "signal", sig.String())
+			return d.Close()
+		case <-done:
+			return d.Wait()
+		}
+	}
+}
+
+// reloadFirewall reads the configuration file again and puts its firewall
+// section in force; a file that does not load changes nothing.
+func reloadFirewall(d *runtime.Daemon, path string, log *slog.Logger) {
+	cfg, err := config.Load(path)
+	if err == nil {
+		err = d.ReloadFirewall(cfg)
+	}
+	if err != nil {
+		log.Error("SIGHUP: the firewall is unchanged", "config", path, "err", err)
 	}
 }
 

@@ -74,6 +74,11 @@ func New(lab *netlab.Lab, name, binary string) (*Network, error) {
 // AddNode creates a member on host with a virtual address: state directory,
 // key, certificate and a configuration with no peers yet.
 func (n *Network) AddNode(host *netlab.Host, name string, addr netip.Prefix) (*Node, error) {
+	return n.AddMember(host, name, addr, nil)
+}
+
+// AddMember is AddNode with the groups the node's certificate names.
+func (n *Network) AddMember(host *netlab.Host, name string, addr netip.Prefix, groups []string) (*Node, error) {
 	dir := filepath.Join(n.Dir, name)
 	key, _, err := identity.LoadOrCreateNodeKey(dir, crand.Reader)
 	if err != nil {
@@ -81,7 +86,7 @@ func (n *Network) AddNode(host *netlab.Host, name string, addr netip.Prefix) (*N
 	}
 	now := time.Now()
 	cert, err := identity.SignCertificate(n.CA, identity.Certificate{
-		Name: name, PublicKey: key.Public, Addresses: []netip.Prefix{addr},
+		Name: name, PublicKey: key.Public, Addresses: []netip.Prefix{addr}, Groups: groups,
 		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(90 * 24 * time.Hour),
 	})
 	if err != nil {
@@ -124,15 +129,32 @@ func (node *Node) ConfigPath() string { return filepath.Join(node.Dir, "burrow.y
 
 // Start writes the configuration and runs `burrow up` in the node's namespace.
 func (node *Node) Start() error {
+	if err := node.writeConfig(); err != nil {
+		return err
+	}
+	var err error
+	node.Process, err = node.Host.Start(node.net.Binary, "up", "-c", node.ConfigPath())
+	return err
+}
+
+func (node *Node) writeConfig() error {
 	data, err := yaml.Marshal(&node.Config)
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(node.ConfigPath(), data, 0o600); err != nil {
+	return os.WriteFile(node.ConfigPath(), data, 0o600)
+}
+
+// Reload writes the configuration again and sends the running daemon
+// SIGHUP, which puts its firewall section in force.
+func (node *Node) Reload() error {
+	if node.Process == nil || node.Process.Exited() {
+		return fmt.Errorf("cluster: %s is not running", node.Name)
+	}
+	if err := node.writeConfig(); err != nil {
 		return err
 	}
-	node.Process, err = node.Host.Start(node.net.Binary, "up", "-c", node.ConfigPath())
-	return err
+	return syscall.Kill(node.Process.Pid(), syscall.SIGHUP)
 }
 
 // Stop ends the node gracefully (SIGTERM).
