@@ -53,9 +53,20 @@ var (
 			return needFile(b.opts.Burrow, "the burrow binary (--burrow)")
 		},
 		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
-			return startBurrow(ctx, b, t, subnet, false)
+			return startBurrow(ctx, b, t, subnet, burrowVariant{})
 		},
 		// The report names burrow's commit and binary in its header.
+		version: func(*bencher) string { return "" },
+	}
+	burrowFirewallPeer = &peer{
+		name:  "burrow-firewall",
+		title: fmt.Sprintf("burrow, %d-rule firewall", benchFirewallRules),
+		prepare: func(_ context.Context, b *bencher) error {
+			return needFile(b.opts.Burrow, "the burrow binary (--burrow)")
+		},
+		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
+			return startBurrow(ctx, b, t, subnet, burrowVariant{firewall: true})
+		},
 		version: func(*bencher) string { return "" },
 	}
 	burrowKernelPeer = &peer{
@@ -71,7 +82,7 @@ var (
 			return nil
 		},
 		start: func(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix) error {
-			return startBurrow(ctx, b, t, subnet, true)
+			return startBurrow(ctx, b, t, subnet, burrowVariant{kernelPath: true})
 		},
 		version: func(*bencher) string { return "" },
 	}
@@ -138,7 +149,7 @@ var (
 	// allPeers is every contender in the order they run: the baseline
 	// first, then burrow, burrow with its kernel path, then their
 	// reference, upstream wireguard-go.
-	allPeers = []*peer{baselinePeer, burrowPeer, burrowKernelPeer, upstreamWireguardPeer, debianWireguardPeer, tincPeer, nebulaPeer, n2nPeer}
+	allPeers = []*peer{baselinePeer, burrowPeer, burrowKernelPeer, burrowFirewallPeer, upstreamWireguardPeer, debianWireguardPeer, tincPeer, nebulaPeer, n2nPeer}
 )
 
 // debianWireguardGo is where Debian's package installs wireguard-go.
@@ -246,10 +257,36 @@ func addressLink(ctx context.Context, h *netlab.Host, ifname string, addr netip.
 // the frames for a peer (runtime/kernelpath.go).
 const kernelPathUp = "kernel path to peer up"
 
-// startBurrow runs a two-node burrow network, a dialling b. With
-// kernelPath, both daemons carry their frames to each other in the kernel,
-// unencrypted, and it returns once both logs say so.
-func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix, kernelPath bool) error {
+// burrowVariant says how the benchmark's burrow daemons differ from the
+// defaults.
+type burrowVariant struct {
+	// kernelPath: both daemons carry their frames to each other in the
+	// kernel, unencrypted.
+	kernelPath bool
+	// firewall: both daemons run a firewall of benchFirewallRules inbound
+	// rules, the last of which allows the benchmark's traffic.
+	firewall bool
+}
+
+// benchFirewallRules is the size of the firewall the burrow-firewall
+// contender runs: its cost is to stay within 5 % of none.
+const benchFirewallRules = 20
+
+// benchFirewall is a firewall section of benchFirewallRules inbound rules:
+// all but the last name ports and groups the benchmark never uses, so a
+// new connection is checked against every rule before the last allows it.
+func benchFirewall() *config.Firewall {
+	fw := &config.Firewall{Outbound: []config.FirewallRule{{Host: "any"}}}
+	for i := range benchFirewallRules - 1 {
+		fw.Inbound = append(fw.Inbound, config.FirewallRule{Proto: "tcp", Port: fmt.Sprint(20000 + i), Group: fmt.Sprintf("g%d", i)})
+	}
+	fw.Inbound = append(fw.Inbound, config.FirewallRule{Host: "any"})
+	return fw
+}
+
+// startBurrow runs a two-node burrow network, a dialling b. With the
+// kernel path it returns once both logs say it carries the frames.
+func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix, v burrowVariant) error {
 	nw, err := cluster.New(b.lab, "bench", b.opts.Burrow)
 	if err != nil {
 		return err
@@ -263,7 +300,10 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 		// Debug logging would cost the data path time it does not spend
 		// in production.
 		node.Config.Log.Level = "info"
-		if kernelPath {
+		if v.firewall {
+			node.Config.Firewall = benchFirewall()
+		}
+		if v.kernelPath {
 			// The lab's hosts have addresses of 198.18.0.0/16, which is
 			// not a private network, so trusting them takes
 			// allow_public; their underlay is a bridge inside this
@@ -285,7 +325,7 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 	t.target = nodes[1].Address.Addr()
 	if err := t.waitFor(ctx, "the burrow link", func() bool {
 		return nodes[0].UpLinks() >= 1 && nodes[1].UpLinks() >= 1
-	}); err != nil || !kernelPath {
+	}); err != nil || !v.kernelPath {
 		return err
 	}
 	return t.waitFor(ctx, fmt.Sprintf("%q in both daemons' logs", kernelPathUp), func() bool {

@@ -30,6 +30,8 @@ measure, on those same two namespaces, burrow, burrow with its kernel path
 (burrow-kernel: the same two daemons with kernel_path on, trusting each
 other's underlay address, measured once both logs say "kernel path to peer
 up"; unencrypted, skipped where the kernel cannot load its eBPF programs),
+burrow with a 20-rule firewall on both daemons (burrow-firewall: the last
+rule allows the traffic, so a new connection is checked against all 20),
 upstream wireguard-go, Debian's wireguard-go, tinc 1.0 in switch mode,
 nebula, n2n and no VPN at all (the underlay always runs, as the reference).
 
