@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"burrow/netlab"
 	"burrow/netlab/cluster"
 	"burrow/netlab/labtest"
+	"burrow/node"
 )
 
 // groupRing is newJoiningRing whose members' certificates name groups.
@@ -123,5 +125,55 @@ func TestGroupFirewall(t *testing.T) {
 		if since, ok := before[l.NodeID]; !ok || !since.Equal(l.Since) || l.State != "up" {
 			t.Errorf("db's link to %s changed with the reload: up since %v, before %v (%s)", l.Peer, l.Since, since, l.State)
 		}
+	}
+}
+
+// TestGroupFirewallAcrossTheRing: on a ring of 5 where each node links
+// only to its two ring neighbours, app and db have no link of their own.
+// db's firewall cannot tell app's groups from a frame that crossed another
+// member, so it drops the first one and opens a link to app's bridge;
+// iperf3's retries then pass on the group rule.
+func TestGroupFirewallAcrossTheRing(t *testing.T) {
+	nw := groupRing(t, nil, "n0", "n1", "n2", "n3", "n4")
+	for _, n := range nw.Nodes {
+		n.Config.Overlay.Successors = 1
+		n.Config.Overlay.LongDistance = "0"
+	}
+	// Two nodes two steps apart on the ring, neither the one everyone
+	// joined through (which links to all of them at first).
+	ring := byRing(nw)
+	first := slices.Index(ring, nw.Nodes[0])
+	db, app := ring[(first+1)%5], ring[(first+3)%5]
+	if err := db.SetGroups("db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.SetGroups("app"); err != nil {
+		t.Fatal(err)
+	}
+	db.Config.Firewall = &config.Firewall{
+		Inbound:  []config.FirewallRule{{Proto: "tcp", Port: "5432", Group: "app"}},
+		Outbound: []config.FirewallRule{{Host: "any"}},
+	}
+	startRing(t, nw)
+	linked := func() bool {
+		st, err := db.Status()
+		return err == nil && slices.ContainsFunc(st.Links, func(l node.LinkStatus) bool { return l.NodeID == app.ID.String() && l.State == "up" })
+	}
+	if linked() {
+		t.Fatal("db and app already have a link: the ring does not test what it should")
+	}
+	server, err := db.Host.Start("iperf3", "-s", "-p", "5432")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { server.Stop() })
+	start := time.Now()
+	out, err := app.Host.Run(ctxFor(t, 30*time.Second), "iperf3", "-c", db.Address.Addr().String(), "-p", "5432", "-t", "1", "--connect-timeout", "10000")
+	if err != nil {
+		t.Fatalf("iperf3 from app across the ring: %v\n%s", err, out)
+	}
+	t.Logf("iperf3 connected and ran in %v", time.Since(start).Round(10*time.Millisecond))
+	if !linked() {
+		t.Error("db passed app's traffic without a link to it")
 	}
 }

@@ -181,6 +181,17 @@ func (f *Firewall) SetPolicy(p Policy) {
 // Policy returns the policy in force.
 func (f *Firewall) Policy() Policy { return f.policy.Load().Policy }
 
+// NamesMembers reports whether a rule of direction d names a host or
+// groups, so that the member at the other end matters.
+func (f *Firewall) NamesMembers(d Direction) bool {
+	p := f.policy.Load()
+	rules := p.Inbound
+	if d == Outbound {
+		rules = p.Outbound
+	}
+	return slices.ContainsFunc(rules, func(r Rule) bool { return r.Host != "" || len(r.Groups) > 0 })
+}
+
 // Allow checks a frame crossing the TAP in direction d, to or from member
 // m, at now (unix nanoseconds), and counts the outcome.
 func (f *Firewall) Allow(d Direction, frame []byte, m Member, now int64) bool {

@@ -134,16 +134,39 @@ func (n *Node) tickOnDemand(now time.Time) {
 				od.linked(root) // already adjacent: mark the link as carrying it
 				continue
 			}
-			if now.Sub(t.requested) < requestTimeout {
-				continue
-			}
-			t.requested = now
-			id := n.ov.rng.Uint64() | 1
-			n.ov.requests[id] = pendingRequest{onDemand: root, expires: now.Add(requestTimeout)}
-			n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: root, Exact: true, Origin: n.self,
-				Via: n.via(), ID: id, Reasons: overlay.ReasonOnDemand, From: n.selfInfo()}, now)
+			n.requestOnDemandLink(root, t, now)
 		case t.above.IsZero() && t.below.IsZero():
 			delete(od.traffic, root)
 		}
 	}
+}
+
+// requestOnDemandLink asks bridge root for an on-demand link, at most once
+// per requestTimeout.
+func (n *Node) requestOnDemandLink(root nid.ID, t *bridgeTraffic, now time.Time) {
+	if now.Sub(t.requested) < requestTimeout {
+		return
+	}
+	t.requested = now
+	id := n.ov.rng.Uint64() | 1
+	n.ov.requests[id] = pendingRequest{onDemand: root, expires: now.Add(requestTimeout)}
+	n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: root, Exact: true, Origin: n.self,
+		Via: n.via(), ID: id, Reasons: overlay.ReasonOnDemand, From: n.selfInfo()}, now)
+}
+
+// linkForIdentity opens an on-demand link to bridge root because the
+// firewall needs its member's certificate: a rule naming members cannot
+// match a frame from one this node has no link to. The link closes as any
+// on-demand link does once the traffic with root stays low.
+func (n *Node) linkForIdentity(root nid.ID, now time.Time) {
+	od := &n.ov.od
+	if !od.cfg.Enabled || n.ov.cfg.Disabled || root == n.self || n.upLink(root) != nil {
+		return
+	}
+	t := od.traffic[root]
+	if t == nil {
+		t = &bridgeTraffic{below: now}
+		od.traffic[root] = t
+	}
+	n.requestOnDemandLink(root, t, now)
 }

@@ -182,7 +182,13 @@ func (n *Node) passesFirewall(dir firewall.Direction, frame []byte, mac l2.MAC, 
 	if l := n.links.Links()[bridge]; l != nil && l.Up() {
 		m = firewall.Member{Name: l.Peer.Name, Groups: l.Peer.Groups}
 	}
-	return n.cfg.Firewall.Allow(dir, frame, m, now.UnixNano())
+	if n.cfg.Firewall.Allow(dir, frame, m, now.UnixNano()) {
+		return true
+	}
+	if m.Name == "" && bridge != (nid.ID{}) && n.cfg.Firewall.NamesMembers(dir) {
+		n.linkForIdentity(bridge, now) // the next try may match a rule by its certificate
+	}
+	return false
 }
 
 func (n *Node) writeTAP(frame []byte, off l2.Offload) {

@@ -84,16 +84,8 @@ func (n *Network) AddMember(host *netlab.Host, name string, addr netip.Prefix, g
 	if err != nil {
 		return nil, err
 	}
-	now := time.Now()
-	cert, err := identity.SignCertificate(n.CA, identity.Certificate{
-		Name: name, PublicKey: key.Public, Addresses: []netip.Prefix{addr}, Groups: groups,
-		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(90 * 24 * time.Hour),
-	})
-	if err != nil {
-		return nil, err
-	}
 	certPath := filepath.Join(dir, "node.crt")
-	if err := identity.SaveCertificate(certPath, cert); err != nil {
+	if err := n.certify(certPath, name, key, addr, groups); err != nil {
 		return nil, err
 	}
 	node := &Node{
@@ -111,6 +103,25 @@ func (n *Network) AddMember(host *netlab.Host, name string, addr netip.Prefix, g
 	}
 	n.Nodes = append(n.Nodes, node)
 	return node, nil
+}
+
+// certify writes a certificate of the network's CA for key.
+func (n *Network) certify(path, name string, key identity.NodeKey, addr netip.Prefix, groups []string) error {
+	now := time.Now()
+	cert, err := identity.SignCertificate(n.CA, identity.Certificate{
+		Name: name, PublicKey: key.Public, Addresses: []netip.Prefix{addr}, Groups: groups,
+		NotBefore: now.Add(-time.Minute), NotAfter: now.Add(90 * 24 * time.Hour),
+	})
+	if err != nil {
+		return err
+	}
+	return identity.SaveCertificate(path, cert)
+}
+
+// SetGroups signs the node's certificate again with groups; it takes
+// effect when the node (re)starts.
+func (node *Node) SetGroups(groups ...string) error {
+	return node.net.certify(node.Config.Cert, node.Name, node.Key, node.Address, groups)
 }
 
 // Endpoint is where the node's socket listens.
