@@ -30,9 +30,7 @@ func primaryOf(r *simRing, key string) *simNode {
 
 func mustRead(t *testing.T, r *simRing, n *simNode, key, want string, owner nid.ID) {
 	t.Helper()
-	o := get(n, key)
-	r.wait(o)
-	expect(t, "Get "+key, o, OK)
+	o := settle(t, r, "Get "+key, get(n, key), OK)
 	if string(o.res.Value) != want || o.res.Owner != owner {
 		t.Fatalf("Get %s = %q by %v, want %q by %v", key, o.res.Value, o.res.Owner, want, owner)
 	}
@@ -42,9 +40,7 @@ func TestNoMemberWritesInAnotherMembersName(t *testing.T) {
 	r := newTestRing(t, 21, 8, testConfig())
 	nodes := r.live()
 	victim, attacker := nodes[1], nodes[5]
-	o := putIfAbsent(victim, "name:db", "10.0.0.7", time.Minute)
-	r.wait(o)
-	expect(t, "the victim's write", o, OK)
+	settle(t, r, "the victim's write", putIfAbsent(victim, "name:db", "10.0.0.7", time.Minute), OK)
 
 	attackerKey := r.keys[attacker.id]
 	signedByAttacker := &proof{Key: attackerKey.Public, Stamp: uint64(r.now.UnixMilli()), Until: uint32(r.now.Add(time.Minute).Unix())}
@@ -72,12 +68,8 @@ func TestNoMemberWritesInAnotherMembersName(t *testing.T) {
 	mustRead(t, r, nodes[3], "name:db", "10.0.0.7", victim.id)
 
 	// In its own name the attacker is told the record is someone else's.
-	o = put(attacker, "name:db", "10.6.6.6", time.Minute)
-	r.wait(o)
-	expect(t, "the attacker's Put in its own name", o, Denied)
-	o = del(attacker, "name:db")
-	r.wait(o)
-	expect(t, "the attacker's Delete in its own name", o, Denied)
+	settle(t, r, "the attacker's Put in its own name", put(attacker, "name:db", "10.6.6.6", time.Minute), Denied)
+	settle(t, r, "the attacker's Delete in its own name", del(attacker, "name:db"), Denied)
 	mustRead(t, r, nodes[3], "name:db", "10.0.0.7", victim.id)
 }
 
@@ -92,13 +84,9 @@ func TestReplayedWritesCannotRollARecordBack(t *testing.T) {
 		}
 		return m
 	}
-	o := put(owner, "lease", "first", time.Minute)
-	r.wait(o)
-	expect(t, "first Put", o, OK)
+	settle(t, r, "first Put", put(owner, "lease", "first", time.Minute), OK)
 	r.run(time.Second)
-	o = put(owner, "lease", "second", time.Minute)
-	r.wait(o)
-	expect(t, "second Put", o, OK)
+	settle(t, r, "second Put", put(owner, "lease", "second", time.Minute), OK)
 	if len(captured) == 0 {
 		t.Fatal("captured no request")
 	}
@@ -112,13 +100,9 @@ func TestReplayedWritesCannotRollARecordBack(t *testing.T) {
 	replay()
 	mustRead(t, r, nodes[4], "lease", "second", owner.id)
 
-	o = del(owner, "lease")
-	r.wait(o)
-	expect(t, "Delete", o, OK)
+	settle(t, r, "Delete", del(owner, "lease"), OK)
 	replay()
-	o = get(nodes[4], "lease")
-	r.wait(o)
-	expect(t, "Get after a replay of a write older than the deletion", o, NotFound)
+	settle(t, r, "Get after a replay of a write older than the deletion", get(nodes[4], "lease"), NotFound)
 
 	// Past the clock skew a replay is refused for its age alone, even
 	// where the tombstone is gone.
@@ -128,18 +112,14 @@ func TestReplayedWritesCannotRollARecordBack(t *testing.T) {
 	if primaryOf(r, "lease").p.Stats().Forged == before {
 		t.Fatal("an old signed request was not refused as unproven")
 	}
-	o = get(nodes[4], "lease")
-	r.wait(o)
-	expect(t, "Get after a late replay", o, NotFound)
+	settle(t, r, "Get after a late replay", get(nodes[4], "lease"), NotFound)
 }
 
 func TestReplicasAndReadersRefuseAlteredCopies(t *testing.T) {
 	r := newTestRing(t, 23, 8, testConfig())
 	nodes := r.live()
 	owner := nodes[2]
-	o := putIfAbsent(owner, "subnet:10.9.0.0/24", "mine", time.Minute)
-	r.wait(o)
-	expect(t, "write", o, OK)
+	settle(t, r, "write", putIfAbsent(owner, "subnet:10.9.0.0/24", "mine", time.Minute), OK)
 
 	// A node pushes an altered copy, the owner's proof kept, at a newer
 	// version to every holder of the key.
@@ -172,9 +152,7 @@ func TestReplicasAndReadersRefuseAlteredCopies(t *testing.T) {
 	if reader == primary {
 		reader = nodes[1]
 	}
-	o = get(reader, "subnet:10.9.0.0/24")
-	r.wait(o)
-	expect(t, "Get through a node that alters answers", o, Unproven)
+	settle(t, r, "Get through a node that alters answers", get(reader, "subnet:10.9.0.0/24"), Unproven)
 }
 
 func TestOneMemberCannotClaimEveryKey(t *testing.T) {
@@ -194,31 +172,21 @@ func TestOneMemberCannotClaimEveryKey(t *testing.T) {
 	if statuses[OK] < cfg.OwnerQuota || statuses[OK] > 4*minOwnerQuota+2*cfg.OwnerQuota || statuses[OverQuota] != 300-statuses[OK] {
 		t.Fatalf("statuses %v: want between %d and %d OK, the rest over quota", statuses, cfg.OwnerQuota, 4*minOwnerQuota+2*cfg.OwnerQuota)
 	}
-	o := putIfAbsent(other, "dhcp:10.0.0.0/16:10.0.9.9", "other", time.Minute)
-	r.wait(o)
-	expect(t, "another member's write", o, OK)
+	settle(t, r, "another member's write", putIfAbsent(other, "dhcp:10.0.0.0/16:10.0.9.9", "other", time.Minute), OK)
 }
 
 func TestRevokedOwnersRecordsAreVoid(t *testing.T) {
 	r := newTestRing(t, 25, 6, testConfig())
 	nodes := r.live()
 	owner := nodes[1]
-	o := putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute)
-	r.wait(o)
-	expect(t, "write", o, OK)
+	settle(t, r, "write", putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute), OK)
 	r.revoked[owner.id] = true
 	for _, n := range nodes {
 		n.call(func() { n.p.DropOwner(owner.id) })
 	}
-	o = get(nodes[4], "name:laptop")
-	r.wait(o)
-	expect(t, "Get after the owner's revocation", o, NotFound)
-	o = putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute)
-	r.wait(o)
-	expect(t, "the revoked owner writing again", o, Unproven)
-	o = putIfAbsent(nodes[3], "name:laptop", "10.0.0.10", time.Minute)
-	r.wait(o)
-	expect(t, "another member taking the name", o, OK)
+	settle(t, r, "Get after the owner's revocation", get(nodes[4], "name:laptop"), NotFound)
+	settle(t, r, "the revoked owner writing again", putIfAbsent(owner, "name:laptop", "10.0.0.9", time.Minute), Unproven)
+	settle(t, r, "another member taking the name", putIfAbsent(nodes[3], "name:laptop", "10.0.0.10", time.Minute), OK)
 }
 
 // A member that makes up keys of its own, to hold records beyond its
@@ -241,7 +209,13 @@ func TestKeysOfAMembersOwnMakingHoldNothing(t *testing.T) {
 	if primary.p.Stats().Forged == before {
 		t.Fatal("the primary did not refuse a key without a certificate of its own")
 	}
-	o := get(nodes[4], "name:puppet")
+	settle(t, r, "Get of the puppet's record", get(nodes[4], "name:puppet"), NotFound)
+}
+
+// settle waits for o and checks its status, naming the operation as what.
+func settle(t *testing.T, r *simRing, what string, o *outcome, st Status) *outcome {
+	t.Helper()
 	r.wait(o)
-	expect(t, "Get of the puppet's record", o, NotFound)
+	expect(t, what, o, st)
+	return o
 }

@@ -235,40 +235,24 @@ func (s *controlServer) handle(c net.Conn) {
 		switch req.Command {
 		case "status":
 			st, err := s.d.Status()
-			if err != nil {
-				resp.Error = err.Error()
-			} else {
-				resp.Status = &st
-			}
+			reply(&resp, &resp.Status, st, err)
 		case "topology":
 			v, err := s.d.Topology()
-			if err != nil {
-				resp.Error = err.Error()
-			} else {
-				resp.Topology = &v
-			}
+			reply(&resp, &resp.Topology, v, err)
 		case "dht":
 			if req.DHT == nil {
 				resp.Error = "dht: no operation given"
 				break
 			}
 			a, err := s.d.DHT(*req.DHT)
-			if err != nil {
-				resp.Error = err.Error()
-			} else {
-				resp.DHT = &a
-			}
+			reply(&resp, &resp.DHT, a, err)
 		case "firewall-check":
 			if req.Firewall == nil {
 				resp.Error = "firewall-check: no question given"
 				break
 			}
 			a, err := s.d.CheckFirewall(*req.Firewall)
-			if err != nil {
-				resp.Error = err.Error()
-			} else {
-				resp.Firewall = &a
-			}
+			reply(&resp, &resp.Firewall, a, err)
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)
 			if err != nil {
@@ -281,6 +265,15 @@ func (s *controlServer) handle(c net.Conn) {
 		}
 	}
 	json.NewEncoder(c).Encode(resp)
+}
+
+// reply puts a command's answer, or its error, into resp.
+func reply[T any](resp *Response, field **T, v T, err error) {
+	if err != nil {
+		resp.Error = err.Error()
+		return
+	}
+	*field = &v
 }
 
 func (s *controlServer) close() {
