@@ -272,7 +272,7 @@ type Stats struct {
 	Syncing       int // gained arcs still being handed over
 	Conflicts     uint64
 	Malformed     uint64 // messages that failed to decode
-	Forged        uint64 // requests, copies and answers refused: signature failed, or a request signed too long ago
+	Forged        uint64 // requests, copies and answers refused: signature failed, or a request signed too long ago or older than its owner's last write
 	Forwarded     uint64
 	Operations    []OperationCount `json:",omitempty"` // this node's own finished operations
 }

@@ -158,7 +158,8 @@ func (p *Participant) execute(r *request, now time.Time) {
 	}
 	switch {
 	case rollsBack(rec, origin, r.msg.Proof):
-		p.respond(r, Denied, rec, now)
+		p.stats.Forged++ // an old request of the owner's, replayed
+		p.respond(r, Unproven, nil, now)
 		return
 	case rec == nil && len(p.records) >= p.cfg.MaxRecords:
 		p.respond(r, Full, nil, now)
