@@ -113,3 +113,25 @@ func FuzzVerify(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkSign(b *testing.B) {
+	var key [32]byte
+	msg := make([]byte, 200) // a DHT record's signed content
+	for b.Loop() {
+		Sign(key, msg, [64]byte{})
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	var key [32]byte
+	key[0] = 1
+	priv, _ := ecdh.X25519().NewPrivateKey(key[:])
+	msg := make([]byte, 200)
+	sig := Sign(key, msg, [64]byte{})
+	public := [32]byte(priv.PublicKey().Bytes())
+	for b.Loop() {
+		if !Verify(public, msg, sig) {
+			b.Fatal("does not verify")
+		}
+	}
+}
