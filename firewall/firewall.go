@@ -193,36 +193,71 @@ func (f *Firewall) NamesMembers(d Direction) bool {
 }
 
 // Allow checks a frame crossing the TAP in direction d, to or from member
-// m, at now (unix nanoseconds), and counts the outcome.
+// m, at now (unix nanoseconds), and counts the outcome. It allocates
+// nothing: the data path calls it for every frame.
 func (f *Firewall) Allow(d Direction, frame []byte, m Member, now int64) bool {
-	v := f.check(d, frame, m, now, true)
-	if v.Allowed {
+	allowed, _, _ := f.check(d, frame, m, now, true)
+	if allowed {
 		f.Allowed.Add(1)
 	} else {
 		f.Dropped.Add(1)
 	}
-	return v.Allowed
+	return allowed
 }
 
 // Explain is Allow without effects: it says what the firewall would do
 // with the frame and why, opening and counting nothing.
 func (f *Firewall) Explain(d Direction, frame []byte, m Member, now int64) Verdict {
-	return f.check(d, frame, m, now, false)
+	allowed, rule, why := f.check(d, frame, m, now, false)
+	v := Verdict{Allowed: allowed, Rule: rule}
+	switch why {
+	case becauseAlways:
+		v.Reason = "ARP and IPv6 neighbour discovery always pass"
+	case becauseOtherAllowed:
+		v.Reason = "other ethertypes are allowed (other_ethertypes: allow)"
+	case becauseOtherDropped:
+		v.Reason = "neither IP, ARP nor neighbour discovery, and other_ethertypes is drop"
+	case becauseMalformed:
+		v.Reason = "a malformed IP packet"
+	case becauseConnection:
+		v.Reason = "a connection the firewall allowed before"
+	case becauseRule:
+		v.Reason = fmt.Sprintf("%s rule %d allows it", d, rule+1)
+	case becauseNoRule:
+		v.Reason = fmt.Sprintf("no %s rule matches", d)
+	}
+	return v
 }
 
-func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track bool) Verdict {
+// reason is why check decided as it did.
+type reason uint8
+
+const (
+	becauseAlways reason = iota
+	becauseOtherAllowed
+	becauseOtherDropped
+	becauseMalformed
+	becauseConnection
+	becauseRule
+	becauseNoRule
+)
+
+// check decides on a frame; with track it opens or refreshes the
+// connection an allowed packet belongs to. rule is the index of the rule
+// that allowed it, or -1.
+func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track bool) (allowed bool, rule int, why reason) {
 	p := f.policy.Load()
 	pkt, kind := parse(frame)
 	switch kind {
 	case kindAlways:
-		return Verdict{Allowed: true, Rule: -1, Reason: "ARP and IPv6 neighbour discovery always pass"}
+		return true, -1, becauseAlways
 	case kindOther:
 		if p.OtherEthertypes {
-			return Verdict{Allowed: true, Rule: -1, Reason: "other ethertypes are allowed (other_ethertypes: allow)"}
+			return true, -1, becauseOtherAllowed
 		}
-		return Verdict{Rule: -1, Reason: "neither IP, ARP nor neighbour discovery, and other_ethertypes is drop"}
+		return false, -1, becauseOtherDropped
 	case kindMalformed:
-		return Verdict{Rule: -1, Reason: "a malformed IP packet"}
+		return false, -1, becauseMalformed
 	}
 	key := pkt.key(d)
 	sh := &f.shards[shardOf(&key)]
@@ -235,17 +270,17 @@ func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track b
 				c.gen = p.gen
 				f.open(sh, key, c, pkt.proto, p, now)
 			}
-			return Verdict{Allowed: true, Rule: -1, Reason: "a connection the firewall allowed before"}
+			return true, -1, becauseConnection
 		}
 	}
 	i := p.match(d, pkt.view(d, d, pkt.icmpType), m)
 	if i < 0 {
-		return Verdict{Rule: -1, Reason: fmt.Sprintf("no %s rule matches", d)}
+		return false, -1, becauseNoRule
 	}
 	if track {
 		f.open(sh, key, conn{gen: p.gen, origin: d, icmpType: pkt.icmpType}, pkt.proto, p, now)
 	}
-	return Verdict{Allowed: true, Rule: i, Reason: fmt.Sprintf("%s rule %d allows it", d, i+1)}
+	return true, i, becauseRule
 }
 
 // open tracks (or refreshes) a connection until its protocol's timeout.

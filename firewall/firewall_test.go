@@ -251,3 +251,19 @@ func FuzzAllow(f *testing.F) {
 		}
 	})
 }
+
+// The data path checks every frame: deciding allocates nothing, whether
+// the frame opens a connection, belongs to one or is dropped.
+func TestAllowAllocatesNothing(t *testing.T) {
+	f := New(dbPolicy())
+	query, answer, intruder := tcp(appAddr, dbAddr, 40000, 5432), tcp(dbAddr, appAddr, 5432, 40000), tcp(appAddr, dbAddr, 40001, 22)
+	f.Allow(Inbound, query, app, 1) // the connection's map entry exists from here on
+	allocs := testing.AllocsPerRun(1000, func() {
+		f.Allow(Inbound, query, app, 2)
+		f.Allow(Outbound, answer, app, 2)
+		f.Allow(Inbound, intruder, web, 2)
+	})
+	if allocs != 0 {
+		t.Fatalf("%v allocations per round of three frames", allocs)
+	}
+}

@@ -109,7 +109,7 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	if !d.passes(firewall.Outbound, frame, s.member(r.root), now) {
+	if d.fw != nil && !d.fw.Allow(firewall.Outbound, frame, s.member(r.root), now) {
 		return
 	}
 	r.touch(now)
@@ -122,11 +122,6 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 	d.sendFrame(w, s, h, hdr, frame, wire.Routed{Dest: r.root, Source: s.self}, now)
 }
 
-// passes asks the firewall, if there is one, about a frame entering or
-// leaving the TAP, to or from member (zero when unknown).
-func (d *Dataplane) passes(dir firewall.Direction, frame []byte, member firewall.Member, now int64) bool {
-	return d.fw == nil || d.fw.Allow(dir, frame, member, now)
-}
 
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
 // no flow itself: its destination is unknown (so the core has nothing to
@@ -394,7 +389,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	}
 	r.touch(now)
 	if r.out == localPort {
-		if !d.passes(firewall.Inbound, frame, s.member(s.macs[key.src].root), now) {
+		if d.fw != nil && !d.fw.Allow(firewall.Inbound, frame, s.member(s.macs[key.src].root), now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -473,7 +468,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 	if s.teaches(m, in.link.Port, now) {
 		w.Slow(Event{Kind: EventFloodSeen, Port: in.link.Port, Data: clone(plain)})
 	}
-	if d.passes(firewall.Inbound, m.Frame, s.member(s.floodSource(m)), now) {
+	if d.fw == nil || d.fw.Allow(firewall.Inbound, m.Frame, s.member(s.floodSource(m)), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {
@@ -522,7 +517,7 @@ func (d *Dataplane) forwardFlood(w *Worker, s *snapshot, kind flood.Kind, root, 
 // floodFromTAP floods a local host's frame for an unknown destination, as
 // the bridge its source sits behind.
 func (d *Dataplane) floodFromTAP(w *Worker, s *snapshot, hdr l2.VirtioNetHdr, frame []byte, now int64) {
-	if !d.passes(firewall.Outbound, frame, firewall.Member{}, now) {
+	if d.fw != nil && !d.fw.Allow(firewall.Outbound, frame, firewall.Member{}, now) {
 		return
 	}
 	off := offloadOf(hdr)
