@@ -32,15 +32,20 @@ func SortClockwise(self nid.ID, peers []nid.ID) {
 // and repeated entries in peers are ignored: a repeated peer would otherwise
 // receive the bound (p, p), which is the whole ring.
 //
+// skip, when not nil, names peers whose links are failing: such a peer is
+// passed over and its share goes to the target before it, which reaches
+// the same nodes through its own links, unless it would be the first
+// target, whose share nobody before it could take.
+//
 // Targets does not allocate when dst has room for len(peers) more targets.
-func Targets(dst []Target, self nid.ID, peers []nid.ID, bound nid.ID) []Target {
+func Targets(dst []Target, self nid.ID, peers []nid.ID, bound nid.ID, skip func(nid.ID) bool) []Target {
 	first := len(dst)
 	for _, p := range peers {
 		if !nid.InOpen(p, self, bound) {
 			continue
 		}
 		if last := len(dst) - 1; last >= first {
-			if dst[last].Peer == p {
+			if dst[last].Peer == p || skip != nil && skip(p) {
 				continue
 			}
 			dst[last].Bound = p

@@ -17,6 +17,17 @@ type overlay struct {
 	ids   []nid.ID
 	index map[nid.ID]int
 	peers [][]nid.ID
+	// failing marks links (from, to) the sender believes are failing; nil
+	// when none.
+	failing map[[2]int]bool
+}
+
+// skip is the Targets predicate of node from: its failing links.
+func (o *overlay) skip(from int) func(nid.ID) bool {
+	if o.failing == nil {
+		return nil
+	}
+	return func(p nid.ID) bool { return o.failing[[2]int{from, o.index[p]}] }
 }
 
 func newOverlay(ids []nid.ID) *overlay {
@@ -76,7 +87,7 @@ func (o *overlay) flood(root int) floodResult {
 	var queue []message
 	var targets []Target
 	send := func(from int, bound nid.ID, hops uint8) {
-		targets = Targets(targets[:0], o.ids[from], o.peers[from], bound)
+		targets = Targets(targets[:0], o.ids[from], o.peers[from], bound, o.skip(from))
 		for _, tg := range targets {
 			frb := AppendBroadcast(nil, Broadcast, o.ids[root], tg.Bound, hops, arpFrame)
 			queue = append(queue, message{o.index[tg.Peer], frb})
@@ -130,6 +141,34 @@ func TestRingOverlayDeliversExactlyOnce(t *testing.T) {
 			}
 			if longest := slices.Max(r.links); longest > n-1 {
 				t.Fatalf("root %v: a copy crossed %d links in a %d-node overlay", ids[root].Short(), longest, n)
+			}
+		}
+	})
+}
+
+// TestFloodingAroundFailingLinksDeliversExactlyOnce: senders pass over any
+// links they believe are failing (but never their first target), giving
+// the share to the target before; on a ring with chords every node still
+// gets the broadcast exactly once.
+func TestFloodingAroundFailingLinksDeliversExactlyOnce(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := drawIDs(t)
+		n := len(ids)
+		o := ringOverlay(ids, rapid.IntRange(1, 3).Draw(t, "s"))
+		for range rapid.IntRange(0, 2*n).Draw(t, "chords") {
+			o.link(rapid.IntRange(0, n-1).Draw(t, "a"), rapid.IntRange(0, n-1).Draw(t, "b"))
+		}
+		o.sortPeers()
+		o.failing = map[[2]int]bool{}
+		for range rapid.IntRange(0, 2*n).Draw(t, "failing") {
+			o.failing[[2]int{rapid.IntRange(0, n-1).Draw(t, "from"), rapid.IntRange(0, n-1).Draw(t, "to")}] = true
+		}
+		for root := range n {
+			r := o.flood(root)
+			for i, c := range r.received {
+				if i != root && c != 1 {
+					t.Fatalf("root %v: node %v received %d copies, want 1", ids[root].Short(), ids[i].Short(), c)
+				}
 			}
 		}
 	})
@@ -202,7 +241,7 @@ func TestFigure2(t *testing.T) {
 		{60, 0, nil}, // its successor 0 is the bound itself
 	}
 	for _, c := range cases {
-		got := Targets(nil, fig2(c.node), o.peers[at(c.node)], fig2(c.bound))
+		got := Targets(nil, fig2(c.node), o.peers[at(c.node)], fig2(c.bound), nil)
 		want := make([]Target, len(c.want))
 		for i, w := range c.want {
 			want[i] = Target{Peer: fig2(w.peer), Bound: fig2(w.bound)}
@@ -235,13 +274,13 @@ func TestTargetsEdgeCases(t *testing.T) {
 		{"bound right after self", fig2(21), nil},
 	}
 	for _, c := range cases {
-		if got := Targets(nil, self, peers, c.bound); !slices.Equal(got, c.want) {
+		if got := Targets(nil, self, peers, c.bound, nil); !slices.Equal(got, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
 	}
 
 	kept := Target{fig2(1), fig2(2)}
-	got := Targets([]Target{kept}, self, peers, fig2(40))
+	got := Targets([]Target{kept}, self, peers, fig2(40), nil)
 	if want := []Target{kept, {fig2(25), fig2(40)}}; !slices.Equal(got, want) {
 		t.Errorf("appending to a non-empty dst: %v, want %v", got, want)
 	}
@@ -271,7 +310,7 @@ func TestTargetsAndSortDoNotAllocate(t *testing.T) {
 	dst := make([]Target, 0, len(peers))
 	allocs := testing.AllocsPerRun(100, func() {
 		SortClockwise(self, peers)
-		dst = Targets(dst[:0], self, peers, self)
+		dst = Targets(dst[:0], self, peers, self, nil)
 	})
 	if allocs != 0 {
 		t.Fatalf("SortClockwise and Targets allocate %v times per run, want 0", allocs)
@@ -354,12 +393,12 @@ func BenchmarkTargets(b *testing.B) {
 	b.ReportAllocs()
 	b.Run("initiator", func(b *testing.B) {
 		for b.Loop() {
-			dst = Targets(dst[:0], self, peers, self)
+			dst = Targets(dst[:0], self, peers, self, nil)
 		}
 	})
 	b.Run("forwarder", func(b *testing.B) {
 		for b.Loop() {
-			dst = Targets(dst[:0], self, peers, bound)
+			dst = Targets(dst[:0], self, peers, bound, nil)
 		}
 	})
 }

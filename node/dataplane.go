@@ -493,9 +493,14 @@ func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
 }
 
 // forwardFlood sends a broadcast to the adjacent peers inside bound, each
-// with its recomputed bound.
+// with its recomputed bound; the share of a peer that stopped answering
+// goes to the peer before it, which reaches those nodes another way.
 func (d *Dataplane) forwardFlood(w *Worker, s *snapshot, kind flood.Kind, root, bound nid.ID, hops uint8, frame []byte, now int64) {
-	w.targets = flood.Targets(w.targets[:0], s.self, s.peers, bound)
+	failing := func(p nid.ID) bool {
+		port := s.byPeer[p]
+		return port == nil || port.suspect(now)
+	}
+	w.targets = flood.Targets(w.targets[:0], s.self, s.peers, bound, failing)
 	start := Headroom - 1 - flood.BroadcastHeaderLen
 	for _, t := range w.targets {
 		p := s.byPeer[t.Peer]

@@ -13,6 +13,7 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nat"
+	"burrow/nid"
 )
 
 func TestTwoNodesBroadcastThenUnicastOnTheFastPath(t *testing.T) {
@@ -337,6 +338,48 @@ func TestSTUNServerNeverAnswersWithMoreThanItGot(t *testing.T) {
 			t.Errorf("%s of %d bytes: %d answers, too_short %d→%d; want none, counted", c.name, len(c.request), len(w.queue), before, server.node.Stats().Drops()["too_short"])
 		case c.answered && (len(w.queue) != 1 || len(w.queue[0].b) > len(c.request)):
 			t.Errorf("%s of %d bytes: %d answers, want one no longer than the request", c.name, len(c.request), len(w.queue))
+		}
+	}
+}
+
+// TestBroadcastGoesAroundAFailingLink: a's link to one peer stops carrying
+// anything while the link is still up; once a's probes on it go
+// unanswered (suspect), a broadcast from a gives that peer's share to the
+// peer before it, and every node still gets it exactly once.
+func TestBroadcastGoesAroundAFailingLink(t *testing.T) {
+	w := newTestNet(t, 4, 17)
+	for i := range 4 {
+		for j := i + 1; j < 4; j++ {
+			w.connect(i, j)
+		}
+	}
+	w.advance(time.Second, 100*time.Millisecond)
+	a := w.nodes[0]
+	ids := []nid.ID{w.nodes[1].node.Self(), w.nodes[2].node.Self(), w.nodes[3].node.Self()}
+	flood.SortClockwise(a.node.Self(), ids)
+	var x *testNode // the second peer clockwise: its share can go to the first
+	for _, n := range w.nodes {
+		if n.node.Self() == ids[1] {
+			x = n
+		}
+	}
+	x.fromTAP(ethFrame(l2.Broadcast, x.mac, "here"))
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr, x.addr}: true, {x.addr, a.addr}: true}
+	l := a.node.Links().Links()[x.node.Self()]
+	for range 100 {
+		if l.Counters.Suspect(w.now.UnixNano()) {
+			break
+		}
+		a.fromTAP(ethFrame(x.mac, a.mac, "data"))
+		w.advance(50*time.Millisecond, 50*time.Millisecond)
+	}
+	if !l.Up() || !l.Counters.Suspect(w.now.UnixNano()) {
+		t.Fatalf("a's link to x: up %v, suspect %v; the test needs it up and suspect", l.Up(), l.Counters.Suspect(w.now.UnixNano()))
+	}
+	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "who-has"))
+	for _, n := range w.nodes[1:] {
+		if got := n.countTAP("who-has"); got != 1 {
+			t.Errorf("%s got the broadcast %d times, want 1", n.name, got)
 		}
 	}
 }

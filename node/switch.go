@@ -278,9 +278,14 @@ func (n *Node) startFlood(kind flood.Kind, frame []byte, off l2.Offload, now tim
 }
 
 // forwardFlood sends the broadcast to the adjacent peers inside bound, each
-// with its recomputed bound.
+// with its recomputed bound; the share of a peer whose link is failing goes
+// to the peer before it.
 func (n *Node) forwardFlood(kind flood.Kind, root, bound nid.ID, hops uint8, frame []byte, now time.Time) {
-	n.targets = flood.Targets(n.targets[:0], n.self, n.adjacency, bound)
+	failing := func(p nid.ID) bool {
+		l := n.links.Links()[p]
+		return l == nil || !l.Up() || l.Counters.Suspect(now.UnixNano())
+	}
+	n.targets = flood.Targets(n.targets[:0], n.self, n.adjacency, bound, failing)
 	for _, t := range n.targets {
 		l := n.links.Links()[t.Peer]
 		if l == nil || !l.Up() {
