@@ -177,3 +177,55 @@ func TestGroupFirewallAcrossTheRing(t *testing.T) {
 		t.Error("db passed app's traffic without a link to it")
 	}
 }
+
+// TestAMemberCannotClaimAnothersAddress: m puts v's certified address on
+// its own TAP, announces it with gratuitous ARP (arping -U) and pings n
+// from it. n's kernel never hears of it: its neighbour entry for the
+// address, after it pings v, is v's MAC; n counts the frames as spoofed.
+func TestAMemberCannotClaimAnothersAddress(t *testing.T) {
+	_, nw := newNetwork(t, 3)
+	v, m, n := nw.Nodes[0], nw.Nodes[1], nw.Nodes[2]
+	v.Dial(m)
+	v.Dial(n)
+	m.Dial(n)
+	startAll(t, nw)
+	ctx := ctxFor(t, 30*time.Second)
+	if err := cluster.WaitFor(ctx, "every link", func() bool { return v.UpLinks() == 2 && m.UpLinks() == 2 && n.UpLinks() == 2 }); err != nil {
+		t.Fatal(err)
+	}
+	vIP := v.Address.Addr().String()
+	if out, err := m.Host.Run(ctx, "ip", "addr", "add", vIP+"/32", "dev", "burrow0"); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := m.Host.Run(ctx, "arping", "-U", "-c", "3", "-i", "burrow0", "-S", vIP, vIP); err != nil {
+		t.Logf("arping -U (no replies are expected): %v: %s", err, out)
+	}
+	m.Host.Run(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", vIP, n.Address.Addr().String())
+	if r, err := netlab.Ping(ctx, n.Host, v.Address.Addr(), 3, 100*time.Millisecond); err != nil || r.Received == 0 {
+		st, _ := n.Status()
+		t.Fatalf("n cannot reach v's address: %+v %v; n's drops %v", r, err, st.Drops)
+	}
+	neigh, err := n.Host.Run(ctx, "ip", "neigh", "show", vIP, "dev", "burrow0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mst, err := m.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vst, err := v.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(neigh), mst.TAP.MAC) || !strings.Contains(string(neigh), vst.TAP.MAC) {
+		t.Errorf("n's neighbour entry for %s is %q; want v's MAC %s, not m's %s", vIP, strings.TrimSpace(string(neigh)), vst.TAP.MAC, mst.TAP.MAC)
+	}
+	st, err := n.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Drops["spoofed"] == 0 {
+		t.Errorf("n counted no spoofed frames: %v", st.Drops)
+	}
+	t.Logf("n dropped %d frames from m that used v's address", st.Drops["spoofed"])
+}

@@ -3,6 +3,7 @@ package l2
 import (
 	"encoding/binary"
 	"errors"
+	"net/netip"
 )
 
 // EtherType identifies the protocol carried in an Ethernet frame. Values below
@@ -92,4 +93,30 @@ func (e Ethernet) AppendHeader(b []byte) []byte {
 		b = binary.BigEndian.AppendUint16(b, e.VLANTag)
 	}
 	return binary.BigEndian.AppendUint16(b, uint16(e.EtherType))
+}
+
+// SourceAddr is the address a frame says it comes from: an IPv4 or IPv6
+// packet's source, or an ARP packet's sender IP. ok is false for other
+// frames and ones too short to say.
+func SourceAddr(frame []byte) (a netip.Addr, ok bool) {
+	etherType, off, err := parseLinkType(frame)
+	if err != nil {
+		return a, false
+	}
+	p := frame[off:]
+	switch etherType {
+	case EtherTypeIPv4:
+		if len(p) >= 20 && p[0]>>4 == 4 {
+			return netip.AddrFrom4([4]byte(p[12:16])), true
+		}
+	case EtherTypeIPv6:
+		if len(p) >= 40 && p[0]>>4 == 6 {
+			return netip.AddrFrom16([16]byte(p[8:24])), true
+		}
+	case EtherTypeARP:
+		if len(p) >= ARPLen && binary.BigEndian.Uint16(p[2:4]) == uint16(EtherTypeIPv4) && p[5] == arpProtocolLen {
+			return netip.AddrFrom4([4]byte(p[14:18])), true
+		}
+	}
+	return a, false
 }

@@ -3,6 +3,7 @@ package l2
 import (
 	"bytes"
 	"errors"
+	"net/netip"
 	"testing"
 )
 
@@ -62,4 +63,28 @@ func FuzzParseEthernet(f *testing.F) {
 			t.Fatalf("header %x rebuilt as %x", frame[:e.PayloadOffset], header)
 		}
 	})
+}
+
+func TestSourceAddr(t *testing.T) {
+	v4 := make([]byte, 14+20)
+	v4[12], v4[13], v4[14] = 0x08, 0x00, 0x45
+	copy(v4[14+12:], []byte{10, 9, 0, 2})
+	v6 := make([]byte, 14+40)
+	v6[12], v6[13], v6[14] = 0x86, 0xdd, 0x60
+	v6[14+8], v6[14+23] = 0xfd, 7
+	arp, _ := AppendARP([]byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0, 0, 0, 0, 1, 0x08, 0x06},
+		ARP{Op: ARPReply, SenderIP: netip.MustParseAddr("10.9.0.3"), TargetIP: netip.MustParseAddr("10.9.0.4")})
+	tagged := append(append(append([]byte{}, v4[:12]...), 0x81, 0x00, 0, 5), v4[12:]...)
+	for name, c := range map[string]struct {
+		frame []byte
+		want  string
+	}{
+		"IPv4": {v4, "10.9.0.2"}, "IPv6": {v6, "fd00::7"}, "ARP sender": {arp, "10.9.0.3"}, "802.1Q": {tagged, "10.9.0.2"},
+		"short IPv4": {v4[:30], ""}, "other ethertype": {append([]byte(nil), make([]byte, 12)...), ""},
+	} {
+		a, ok := SourceAddr(c.frame)
+		if (c.want == "") == ok || ok && a.String() != c.want {
+			t.Errorf("%s: SourceAddr = %v, %v; want %q", name, a, ok, c.want)
+		}
+	}
 }

@@ -389,7 +389,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	}
 	r.touch(now)
 	if r.out == localPort {
-		if d.fw != nil && !d.fw.Allow(firewall.Inbound, frame, s.member(s.macs[key.src].root), now) {
+		if !d.admits(s, frame, s.macs[key.src].root, now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -409,6 +409,17 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	}
 	n := copy(buf[framePlain:], plain)
 	d.sealFrame(w, s, h, buf, n, wire.Routed{Dest: r.root, Source: s.macs[key.src].root}, now)
+}
+
+// admits decides whether a frame from a host behind bridge origin may go
+// to the TAP: not with another member's certified address as its source,
+// and only through the firewall, if there is one.
+func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, now int64) bool {
+	if s.spoofed(frame, origin) {
+		d.stats.drop(DropSpoofed)
+		return false
+	}
+	return d.fw == nil || d.fw.Allow(firewall.Inbound, frame, s.member(origin), now)
 }
 
 // fits reports whether plain, copied to buf[start:], leaves room for the
@@ -468,7 +479,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 	if s.teaches(m, in.link.Port, now) {
 		w.Slow(Event{Kind: EventFloodSeen, Port: in.link.Port, Data: clone(plain)})
 	}
-	if d.fw == nil || d.fw.Allow(firewall.Inbound, m.Frame, s.member(s.floodSource(m)), now) {
+	if d.admits(s, m.Frame, s.floodSource(m), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {

@@ -66,3 +66,42 @@ func TestFirewallAdmitsOnlyTheGroupOnBothPaths(t *testing.T) {
 		t.Fatal("no frame went through db's core: the test did not cover the slow path")
 	}
 }
+
+// TestAMemberCannotUseAnothersCertifiedAddress: v's certificate fixes
+// 10.9.0.2. m announces that address by ARP and sends IPv4 from it, to
+// another member n: n's TAP gets none of it and counts it as spoofed; v's
+// own announcement and packets pass.
+func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
+	vIP, nIP := netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.3")
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
+		addresses: map[string][]netip.Prefix{"v": {netip.PrefixFrom(vIP, 24)}}}
+	v := w.add("v", 81, OverlayConfig{Disabled: true})
+	m := w.add("m", 82, OverlayConfig{Disabled: true})
+	n := w.add("n", 83, OverlayConfig{Disabled: true})
+	w.connect(0, 1)
+	w.connect(0, 2)
+	w.connect(1, 2)
+	w.advance(time.Second, 100*time.Millisecond)
+	n.fromTAP(ethFrame(l2.Broadcast, n.mac, "n is here")) // everyone learns n's MAC
+	for range 3 {
+		m.fromTAP(arpFrame(l2.ARPRequest, m.mac, vIP, l2.MAC{}, vIP))
+		m.fromTAP(tcpFrame(n.mac, m.mac, vIP, nIP, 40000, 22, "as v"))
+	}
+	v.fromTAP(arpFrame(l2.ARPRequest, v.mac, vIP, l2.MAC{}, vIP))
+	v.fromTAP(tcpFrame(n.mac, v.mac, vIP, nIP, 40000, 22, "really v"))
+	var fromM, fromV int
+	for _, f := range n.tap {
+		switch l2.MAC(f[6:12]) {
+		case m.mac:
+			fromM++
+		case v.mac:
+			fromV++
+		}
+	}
+	if fromM != 0 || fromV != 2 {
+		t.Fatalf("n's TAP got %d frames from m using v's address (want 0) and %d from v (want 2)", fromM, fromV)
+	}
+	if got := n.node.Stats().Drops()["spoofed"]; got != 6 {
+		t.Fatalf("n counted %d spoofed frames, want 6", got)
+	}
+}

@@ -38,6 +38,8 @@ type testNet struct {
 	// the firewalls of nodes added after they are set.
 	groups    map[string][]string
 	firewalls map[string]*firewall.Firewall
+	// addresses are the fixed addresses of nodes' certificates by name.
+	addresses map[string][]netip.Prefix
 }
 
 type packet struct {
@@ -77,7 +79,7 @@ func (w *testNet) verify(cert []byte, static [32]byte, now time.Time) (link.Peer
 	if key, ok := w.keys[string(cert)]; !ok || key != static {
 		return link.Peer{}, errors.New("not a member")
 	}
-	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert), Groups: w.groups[string(cert)]}, nil
+	return link.Peer{ID: nid.FromPublicKey(static), Name: string(cert), Groups: w.groups[string(cert)], Addresses: w.addresses[string(cert)]}, nil
 }
 
 // revocationPrefix starts a test revocation; the revoked node's name

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"net/netip"
 	"sync/atomic"
 
 	"burrow/firewall"
@@ -30,6 +31,9 @@ type snapshot struct {
 	// serviceMACs are the addresses the node's own services answer as;
 	// frames to them always go to the core.
 	serviceMACs []l2.MAC
+	// owners are the addresses linked peers' certificates fix, by peer: a
+	// frame from another member's bridge with one as its source is spoofed.
+	owners map[netip.Addr]nid.ID
 }
 
 type rxSession struct {
@@ -91,6 +95,22 @@ func (s *snapshot) member(id nid.ID) firewall.Member {
 		return firewall.Member{Name: p.link.Peer.Name, Groups: p.link.Peer.Groups}
 	}
 	return firewall.Member{}
+}
+
+// spoofed reports whether frame, from a host behind bridge origin, has a
+// source address (IPv4, IPv6, or an ARP sender's) that a linked peer's
+// certificate fixes as that peer's own. A frame whose bridge is unknown is
+// not judged.
+func (s *snapshot) spoofed(frame []byte, origin nid.ID) bool {
+	if len(s.owners) == 0 || origin == (nid.ID{}) {
+		return false
+	}
+	a, ok := l2.SourceAddr(frame)
+	if !ok {
+		return false
+	}
+	owner, certified := s.owners[a]
+	return certified && owner != origin
 }
 
 // floodSource is the bridge a broadcast's source sits behind: its root,
@@ -176,7 +196,7 @@ func (n *Node) publish() {
 	if prev == nil || n.dirty&dirtyLinks != 0 {
 		n.publishLinks(s)
 	} else {
-		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers
+		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers, s.owners = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers, prev.owners
 	}
 	if prev == nil || n.dirty&(dirtyLinks|dirtyFlows) != 0 {
 		n.publishFlows(s)
@@ -204,6 +224,12 @@ func (n *Node) publishLinks(s *snapshot) {
 		s.ports[l.Port] = p
 		if l.Up() {
 			s.byPeer[l.Peer.ID] = p
+			for _, a := range l.Peer.Addresses {
+				if s.owners == nil {
+					s.owners = make(map[netip.Addr]nid.ID)
+				}
+				s.owners[a.Addr()] = l.Peer.ID
+			}
 		}
 		for _, sess := range l.Sessions() {
 			s.sessions[sess.LocalIndex] = rxSession{sess, p}

@@ -19,13 +19,14 @@ const (
 	DropRelayLimit                       // relaying for others is off or over its rate
 	DropRateLimited                      // a source asked for work too often
 	DropTooShort                         // an unauthenticated request shorter than its answer would be
+	DropSpoofed                          // from one member with another member's certified address
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
 	"no_route", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
-	"too_short",
+	"too_short", "spoofed",
 }
 
 func (r DropReason) String() string { return dropNames[r] }

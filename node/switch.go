@@ -62,6 +62,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	var src, dst l2.MAC
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
+	if in != localPort && n.spoofed(frame, src, source) {
+		return // nothing is learned from it either: not where src lives, not its ARP
+	}
 	n.snoopARP(frame, in, now)
 	if in == localPort && n.serveLocal(frame, now) {
 		return
@@ -165,6 +168,20 @@ func (n *Node) sendData(l *link.Link, plaintext []byte, now time.Time) {
 	if l.Counters.Suspect(now.UnixNano()) && l.Counters.ReportSuspect() {
 		n.links.Suspect(l, now)
 	}
+}
+
+// spoofed is the data path's check of a frame's source address for a frame
+// the core switches, from a host behind bridge (zero: the learned bridge of
+// src); it counts what it refuses.
+func (n *Node) spoofed(frame []byte, src l2.MAC, bridge nid.ID) bool {
+	if bridge == (nid.ID{}) && !src.IsMulticast() {
+		bridge, _ = n.learn.RootOf(src)
+	}
+	if n.snap.Load().spoofed(frame, bridge) {
+		n.stats.drop(DropSpoofed)
+		return true
+	}
+	return false
 }
 
 // passesFirewall asks the firewall, if there is one, about a frame the
@@ -324,6 +341,9 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 		return
 	}
 	src := l2.MAC(m.Frame[6:12])
+	if s := n.snap.Load(); s.spoofed(m.Frame, s.floodSource(m)) {
+		return // the data path refused and counted it; nothing to learn
+	}
 	if m.Kind == flood.Broadcast && !src.IsMulticast() {
 		n.learnMAC(src, flood.Port(port), m.Root, now)
 	}
