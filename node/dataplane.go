@@ -122,7 +122,6 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 	d.sendFrame(w, s, h, hdr, frame, wire.Routed{Dest: r.root, Source: s.self}, now)
 }
 
-
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
 // no flow itself: its destination is unknown (so the core has nothing to
 // install), its source is already learned here, and it is nothing the
