@@ -70,7 +70,8 @@ func TestFirewallAdmitsOnlyTheGroupOnBothPaths(t *testing.T) {
 // TestAMemberCannotUseAnothersCertifiedAddress: v's certificate fixes
 // 10.9.0.2. m announces that address by ARP and sends IPv4 from it, to
 // another member n: n's TAP gets none of it and counts it as spoofed; v's
-// own announcement and packets pass.
+// own announcement and packets pass. Frames from m with v's TAP MAC fare
+// the same.
 func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
 	vIP, nIP := netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.3")
 	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
@@ -103,5 +104,15 @@ func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
 	}
 	if got := n.node.Stats().Drops()["spoofed"]; got != 6 {
 		t.Fatalf("n counted %d spoofed frames, want 6", got)
+	}
+	// v's TAP MAC, which its ID gives it, is v's too.
+	vMAC := MACFor(v.node.Self())
+	m.fromTAP(ethFrame(l2.Broadcast, vMAC, "as v's TAP"))
+	m.fromTAP(ethFrame(n.mac, vMAC, "as v's TAP"))
+	if got := n.countTAP("as v's TAP"); got != 0 {
+		t.Fatalf("n's TAP got %d frames from m with v's MAC", got)
+	}
+	if got := n.node.Stats().Drops()["spoofed"]; got != 8 {
+		t.Fatalf("n counted %d spoofed frames, want 8", got)
 	}
 }

@@ -31,9 +31,18 @@ type snapshot struct {
 	// serviceMACs are the addresses the node's own services answer as;
 	// frames to them always go to the core.
 	serviceMACs []l2.MAC
-	// owners are the addresses linked peers' certificates fix, by peer: a
-	// frame from another member's bridge with one as its source is spoofed.
-	owners map[netip.Addr]nid.ID
+	// owners are the addresses linked peers' certificates fix, and
+	// macOwners the TAP MACs their IDs give them (MACFor), by peer: a frame
+	// from another member's bridge with one as its source is spoofed.
+	owners    map[netip.Addr]nid.ID
+	macOwners map[l2.MAC]nid.ID
+}
+
+// MACFor derives a node's stable, locally administered TAP MAC from its ID,
+// so that every member knows the MAC of every other (unless its TAP sets
+// another).
+func MACFor(id nid.ID) l2.MAC {
+	return l2.MAC{0x02, id[0], id[1], id[2], id[3], id[4]}
 }
 
 type rxSession struct {
@@ -98,12 +107,15 @@ func (s *snapshot) member(id nid.ID) firewall.Member {
 }
 
 // spoofed reports whether frame, from a host behind bridge origin, has a
-// source address (IPv4, IPv6, or an ARP sender's) that a linked peer's
-// certificate fixes as that peer's own. A frame whose bridge is unknown is
-// not judged.
+// source MAC that is a linked peer's TAP MAC, or a source address (IPv4,
+// IPv6, or an ARP sender's) that a linked peer's certificate fixes, and
+// that peer is not origin. A frame whose bridge is unknown is not judged.
 func (s *snapshot) spoofed(frame []byte, origin nid.ID) bool {
-	if len(s.owners) == 0 || origin == (nid.ID{}) {
+	if origin == (nid.ID{}) || len(s.macOwners) == 0 {
 		return false
+	}
+	if owner, ok := s.macOwners[l2.MAC(frame[6:12])]; ok && owner != origin {
+		return true
 	}
 	a, ok := l2.SourceAddr(frame)
 	if !ok {
@@ -196,7 +208,8 @@ func (n *Node) publish() {
 	if prev == nil || n.dirty&dirtyLinks != 0 {
 		n.publishLinks(s)
 	} else {
-		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers, s.owners = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers, prev.owners
+		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers
+		s.owners, s.macOwners = prev.owners, prev.macOwners
 	}
 	if prev == nil || n.dirty&(dirtyLinks|dirtyFlows) != 0 {
 		n.publishFlows(s)
@@ -219,15 +232,14 @@ func (n *Node) publishLinks(s *snapshot) {
 	s.sessions = make(map[uint32]rxSession)
 	s.ports = make(map[uint32]*port)
 	s.byPeer = make(map[nid.ID]*port)
+	s.owners, s.macOwners = make(map[netip.Addr]nid.ID), make(map[l2.MAC]nid.ID)
 	for _, l := range n.links.Links() {
 		p := &port{link: l, peer: l.Peer.ID, session: l.Current()}
 		s.ports[l.Port] = p
 		if l.Up() {
 			s.byPeer[l.Peer.ID] = p
+			s.macOwners[MACFor(l.Peer.ID)] = l.Peer.ID
 			for _, a := range l.Peer.Addresses {
-				if s.owners == nil {
-					s.owners = make(map[netip.Addr]nid.ID)
-				}
 				s.owners[a.Addr()] = l.Peer.ID
 			}
 		}

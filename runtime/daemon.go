@@ -86,11 +86,6 @@ func TAPMTU(underlayMTU int, ipv6 bool) int {
 	return underlayMTU - ipUDP - wire.RelayOverhead - wire.TransportOverhead - inner - 14
 }
 
-// MACFor derives a stable locally administered MAC from a node ID.
-func MACFor(id nid.ID) l2.MAC {
-	return l2.MAC{0x02, id[0], id[1], id[2], id[3], id[4]}
-}
-
 // Start brings a node up: keys, certificate, socket, TAP, control socket
 // and goroutines. When it fails, everything it did is undone.
 func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
@@ -121,7 +116,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if mtu == 0 {
 		mtu = TAPMTU(cfg.UnderlayMTU, cfg.ListenAddr.Addr().Is6() && !cfg.ListenAddr.Addr().Is4In6())
 	}
-	mac := MACFor(key.ID())
+	mac := node.MACFor(key.ID())
 	if cfg.TAP.HasMAC {
 		mac = cfg.TAP.MACAddr
 	}

@@ -16,6 +16,7 @@ import (
 	"burrow/config"
 	"burrow/link"
 	"burrow/nid"
+	"burrow/node"
 	"burrow/runtime/kernelpath"
 )
 
@@ -309,7 +310,7 @@ func (k *kernelPath) sync(peers []kernelPeer, now time.Time) {
 	up := map[nid.ID]netip.Addr{}
 	for _, p := range peers {
 		if r := routes[p.addr]; r.ok && confirmed[p.addr] {
-			macs[MACFor(p.id)] = r.dest
+			macs[node.MACFor(p.id)] = r.dest
 			up[p.id] = p.addr
 		}
 	}
@@ -355,7 +356,7 @@ func (k *kernelPath) sync(peers []kernelPeer, now time.Time) {
 
 func macPeer(peers []kernelPeer, mac [6]byte) nid.ID {
 	for _, p := range peers {
-		if MACFor(p.id) == mac {
+		if node.MACFor(p.id) == mac {
 			return p.id
 		}
 	}
