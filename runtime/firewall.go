@@ -109,12 +109,20 @@ func (d *Daemon) CheckFirewall(q FirewallQuery) (FirewallAnswer, error) {
 	if !remote.IsValid() && len(peerAddrs) > 0 {
 		remote = peerAddrs[0].Addr()
 	}
-	local := netip.IPv4Unspecified()
-	if len(d.addrs) > 0 {
-		local = d.addrs[0].Addr()
-	}
 	if !remote.IsValid() {
 		remote = netip.IPv4Unspecified()
+	}
+	remote = remote.Unmap()
+	// This node's own address of the same family, for the frame.
+	local := netip.IPv4Unspecified()
+	if remote.Is6() {
+		local = netip.IPv6Unspecified()
+	}
+	for _, p := range d.addrs {
+		if p.Addr().Is6() == remote.Is6() {
+			local = p.Addr()
+			break
+		}
 	}
 	a.Addr = remote.String()
 	src, dst := remote, local
@@ -133,30 +141,37 @@ func (d *Daemon) CheckFirewall(q FirewallQuery) (FirewallAnswer, error) {
 	return a, nil
 }
 
-// probeFrame is the first packet of the connection a query asks about:
-// a TCP or UDP segment to port, or an ICMP message of type port (echo:
-// identifier 0).
+// probeFrame is the first packet of the connection a query asks about,
+// between src and dst (both IPv4 or both IPv6): a TCP or UDP segment to
+// port, or an ICMP message of type port (echo: identifier 0).
 func probeFrame(src, dst netip.Addr, proto uint8, port uint16) []byte {
-	f := make([]byte, 14+20+20)
-	f[12], f[13] = 0x08, 0x00
-	ip := f[14:]
-	ip[0], ip[9] = 0x45, proto
-	ip[3] = 40
-	if src.Is4() {
-		s := src.As4()
-		copy(ip[12:16], s[:])
-	}
-	if dst.Is4() {
-		d := dst.As4()
-		copy(ip[16:20], d[:])
-	}
-	l4 := ip[20:]
+	l4 := make([]byte, 20)
 	if proto == 1 {
 		l4[0] = byte(port)
 	} else {
 		l4[0], l4[1] = 0xc3, 0x50 // source port 50000
 		l4[2], l4[3] = byte(port>>8), byte(port)
 	}
+	if src.Is4() {
+		f := append(make([]byte, 14+20), l4...)
+		f[12], f[13] = 0x08, 0x00
+		ip := f[14:]
+		ip[0], ip[3], ip[9] = 0x45, 40, proto
+		s, d := src.As4(), dst.As4()
+		copy(ip[12:16], s[:])
+		copy(ip[16:20], d[:])
+		return f
+	}
+	if proto == 1 {
+		proto = 58 // ICMPv6
+	}
+	f := append(make([]byte, 14+40), l4...)
+	f[12], f[13] = 0x86, 0xdd
+	ip := f[14:]
+	ip[0], ip[5], ip[6] = 0x60, 20, proto
+	s, d := src.As16(), dst.As16()
+	copy(ip[8:24], s[:])
+	copy(ip[24:40], d[:])
 	return f
 }
 
