@@ -127,10 +127,18 @@ const (
 	maxPerShard = 1024
 )
 
+// shard is a part of the connection table; the packets of a connection in
+// use only read it (a read lock), and write its expiry once per
+// refreshEvery.
 type shard struct {
-	mu    sync.Mutex
+	mu    sync.RWMutex
 	conns map[connKey]conn
 }
+
+// refreshEvery is how stale a connection's expiry may get before a packet
+// of it moves it on: a table write per packet would cost more than the
+// rest of the check.
+const refreshEvery = int64(time.Second)
 
 // connKey names a connection from this node's side: both directions of it
 // map to the same key.
@@ -261,12 +269,12 @@ func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track b
 	}
 	key := pkt.key(d)
 	sh := &f.shards[shardOf(&key)]
-	sh.mu.Lock()
+	sh.mu.RLock()
 	c, open := sh.conns[key]
-	sh.mu.Unlock()
+	sh.mu.RUnlock()
 	if open && c.expires > now {
 		if c.gen == p.gen || p.match(c.origin, pkt.view(c.origin, d, c.icmpType), m) >= 0 {
-			if track {
+			if track && (c.gen != p.gen || now+p.timeout(pkt.proto)-c.expires >= refreshEvery) {
 				c.gen = p.gen
 				f.open(sh, key, c, pkt.proto, p, now)
 			}
@@ -285,14 +293,7 @@ func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track b
 
 // open tracks (or refreshes) a connection until its protocol's timeout.
 func (f *Firewall) open(sh *shard, key connKey, c conn, proto uint8, p *compiled, now int64) {
-	switch proto {
-	case ipProtoTCP:
-		c.expires = now + int64(p.TCPTimeout)
-	case ipProtoUDP:
-		c.expires = now + int64(p.UDPTimeout)
-	default:
-		c.expires = now + int64(p.ICMPTimeout)
-	}
+	c.expires = now + p.timeout(proto)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if _, tracked := sh.conns[key]; !tracked && len(sh.conns) >= maxPerShard {
@@ -302,6 +303,17 @@ func (f *Firewall) open(sh *shard, key connKey, c conn, proto uint8, p *compiled
 		}
 	}
 	sh.conns[key] = c
+}
+
+// timeout is the idle timeout of a protocol's connections, in nanoseconds.
+func (p *compiled) timeout(proto uint8) int64 {
+	switch proto {
+	case ipProtoTCP:
+		return int64(p.TCPTimeout)
+	case ipProtoUDP:
+		return int64(p.UDPTimeout)
+	}
+	return int64(p.ICMPTimeout)
 }
 
 // Sweep forgets connections idle past their timeout; the core calls it
@@ -320,9 +332,9 @@ func (f *Firewall) Connections() int {
 	n := 0
 	for i := range f.shards {
 		sh := &f.shards[i]
-		sh.mu.Lock()
+		sh.mu.RLock()
 		n += len(sh.conns)
-		sh.mu.Unlock()
+		sh.mu.RUnlock()
 	}
 	return n
 }

@@ -267,3 +267,19 @@ func TestAllowAllocatesNothing(t *testing.T) {
 		t.Fatalf("%v allocations per round of three frames", allocs)
 	}
 }
+
+// BenchmarkAllowConnection is the cost per frame of a connection in use,
+// both directions from parallel workers, as the data path checks it.
+func BenchmarkAllowConnection(b *testing.B) {
+	f := New(dbPolicy())
+	query, answer := tcp(appAddr, dbAddr, 40000, 5432), tcp(dbAddr, appAddr, 5432, 40000)
+	f.Allow(Inbound, query, app, 1)
+	b.RunParallel(func(pb *testing.PB) {
+		now := int64(2)
+		for pb.Next() {
+			now++
+			f.Allow(Inbound, query, app, now)
+			f.Allow(Outbound, answer, app, now)
+		}
+	})
+}
