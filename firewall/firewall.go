@@ -15,6 +15,7 @@ package firewall
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"sync"
@@ -110,8 +111,10 @@ type Verdict struct {
 type Firewall struct {
 	policy atomic.Pointer[compiled]
 	shards [numShards]shard
-	// Allowed and Dropped count frames.
-	Allowed, Dropped atomic.Uint64
+	// Opened counts connections a rule opened; Dropped counts frames
+	// dropped. Frames allowed are not counted: a counter every frame
+	// writes, from every core, would cost more than the check.
+	Opened, Dropped atomic.Uint64
 }
 
 // compiled is a policy with its generation: connections opened under an
@@ -127,17 +130,17 @@ const (
 	maxPerShard = 1024
 )
 
-// shard is a part of the connection table; the packets of a connection in
-// use only read it (a read lock), and write its expiry once per
-// refreshEvery.
+// shard is a part of the connection table. Readers take no lock: the map
+// is replaced whole when a connection is added or swept (copy on write),
+// and a connection's expiry is moved on in place, at most once per
+// refreshEvery, so the frames of a connection in use write nothing shared.
 type shard struct {
-	mu    sync.RWMutex
-	conns map[connKey]conn
+	mu    sync.Mutex // serializes writers
+	conns atomic.Pointer[map[connKey]*conn]
 }
 
 // refreshEvery is how stale a connection's expiry may get before a packet
-// of it moves it on: a table write per packet would cost more than the
-// rest of the check.
+// of it moves it on.
 const refreshEvery = int64(time.Second)
 
 // connKey names a connection from this node's side: both directions of it
@@ -149,10 +152,11 @@ type connKey struct {
 }
 
 // conn is a tracked connection: opened in direction origin by a packet
-// of ICMP type icmpType (ICMP only), under policy generation gen.
+// of ICMP type icmpType (ICMP only), last allowed under policy generation
+// gen.
 type conn struct {
-	expires  int64
-	gen      uint32
+	expires  atomic.Int64
+	gen      atomic.Uint32
 	origin   Direction
 	icmpType int16
 }
@@ -161,7 +165,7 @@ type conn struct {
 func New(p Policy) *Firewall {
 	f := &Firewall{}
 	for i := range f.shards {
-		f.shards[i].conns = make(map[connKey]conn)
+		f.shards[i].conns.Store(&map[connKey]*conn{})
 	}
 	f.SetPolicy(p)
 	return f
@@ -205,9 +209,7 @@ func (f *Firewall) NamesMembers(d Direction) bool {
 // nothing: the data path calls it for every frame.
 func (f *Firewall) Allow(d Direction, frame []byte, m Member, now int64) bool {
 	allowed, _, _ := f.check(d, frame, m, now, true)
-	if allowed {
-		f.Allowed.Add(1)
-	} else {
+	if !allowed {
 		f.Dropped.Add(1)
 	}
 	return allowed
@@ -269,14 +271,16 @@ func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track b
 	}
 	key := pkt.key(d)
 	sh := &f.shards[shardOf(&key)]
-	sh.mu.RLock()
-	c, open := sh.conns[key]
-	sh.mu.RUnlock()
-	if open && c.expires > now {
-		if c.gen == p.gen || p.match(c.origin, pkt.view(c.origin, d, c.icmpType), m) >= 0 {
-			if track && (c.gen != p.gen || now+p.timeout(pkt.proto)-c.expires >= refreshEvery) {
-				c.gen = p.gen
-				f.open(sh, key, c, pkt.proto, p, now)
+	if c := (*sh.conns.Load())[key]; c != nil && c.expires.Load() > now {
+		gen := c.gen.Load()
+		if gen == p.gen || p.match(c.origin, pkt.view(c.origin, d, c.icmpType), m) >= 0 {
+			if track {
+				if gen != p.gen {
+					c.gen.Store(p.gen)
+				}
+				if next := now + p.timeout(pkt.proto); next-c.expires.Load() >= refreshEvery {
+					c.expires.Store(next)
+				}
 			}
 			return true, -1, becauseConnection
 		}
@@ -286,23 +290,31 @@ func (f *Firewall) check(d Direction, frame []byte, m Member, now int64, track b
 		return false, -1, becauseNoRule
 	}
 	if track {
-		f.open(sh, key, conn{gen: p.gen, origin: d, icmpType: pkt.icmpType}, pkt.proto, p, now)
+		f.open(sh, key, d, pkt, p, now)
 	}
 	return true, i, becauseRule
 }
 
-// open tracks (or refreshes) a connection until its protocol's timeout.
-func (f *Firewall) open(sh *shard, key connKey, c conn, proto uint8, p *compiled, now int64) {
-	c.expires = now + p.timeout(proto)
+// open tracks a connection a rule allowed, opened by pkt in direction d,
+// until its protocol's timeout.
+func (f *Firewall) open(sh *shard, key connKey, d Direction, pkt packet, p *compiled, now int64) {
+	c := &conn{origin: d, icmpType: pkt.icmpType}
+	c.expires.Store(now + p.timeout(pkt.proto))
+	c.gen.Store(p.gen)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
-	if _, tracked := sh.conns[key]; !tracked && len(sh.conns) >= maxPerShard {
+	old := *sh.conns.Load()
+	if _, tracked := old[key]; !tracked && len(old) >= maxPerShard {
 		sweepShard(sh, now)
-		if len(sh.conns) >= maxPerShard {
+		if old = *sh.conns.Load(); len(old) >= maxPerShard {
 			return // full: the packet passes, its answers need a rule of their own
 		}
 	}
-	sh.conns[key] = c
+	next := make(map[connKey]*conn, len(old)+1)
+	maps.Copy(next, old)
+	next[key] = c
+	sh.conns.Store(&next)
+	f.Opened.Add(1)
 }
 
 // timeout is the idle timeout of a protocol's connections, in nanoseconds.
@@ -331,19 +343,23 @@ func (f *Firewall) Sweep(now int64) {
 func (f *Firewall) Connections() int {
 	n := 0
 	for i := range f.shards {
-		sh := &f.shards[i]
-		sh.mu.RLock()
-		n += len(sh.conns)
-		sh.mu.RUnlock()
+		n += len(*f.shards[i].conns.Load())
 	}
 	return n
 }
 
+// sweepShard replaces the shard's map by one without the expired
+// connections; the caller holds sh.mu.
 func sweepShard(sh *shard, now int64) {
-	for k, c := range sh.conns {
-		if c.expires <= now {
-			delete(sh.conns, k)
+	old := *sh.conns.Load()
+	next := make(map[connKey]*conn, len(old))
+	for k, c := range old {
+		if c.expires.Load() > now {
+			next[k] = c
 		}
+	}
+	if len(next) < len(old) {
+		sh.conns.Store(&next)
 	}
 }
 

@@ -95,8 +95,8 @@ func TestGroupRuleLetsOnlyItsGroupInAndRepliesOut(t *testing.T) {
 	if f.Allow(Inbound, ipv4(appAddr, dbAddr, ipProtoUDP, ports(40000, 5432)), app, now) {
 		t.Error("UDP passed a TCP rule")
 	}
-	if a, d := f.Allowed.Load(), f.Dropped.Load(); a != 2 || d != 5 {
-		t.Errorf("counted %d allowed and %d dropped, want 2 and 5", a, d)
+	if o, d := f.Opened.Load(), f.Dropped.Load(); o != 1 || d != 5 {
+		t.Errorf("counted %d connections opened and %d frames dropped, want 1 and 5", o, d)
 	}
 }
 
@@ -155,7 +155,7 @@ func TestHostAndCIDRRules(t *testing.T) {
 	if v := f.Explain(Inbound, tcp(netip.MustParseAddr("10.9.2.4"), dbAddr, 1, 22), web, now); v.Allowed {
 		t.Errorf("an address outside the CIDR: %+v", v)
 	}
-	if f.Connections() != 0 || f.Allowed.Load() != 0 {
+	if f.Connections() != 0 || f.Opened.Load() != 0 {
 		t.Error("Explain opened connections or counted")
 	}
 }
@@ -234,8 +234,8 @@ func TestConcurrentChecks(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	if f.Allowed.Load() != 8000 {
-		t.Fatalf("allowed %d of 8000", f.Allowed.Load())
+	if f.Opened.Load() != 8000 || f.Dropped.Load() != 0 {
+		t.Fatalf("opened %d connections of 8000, dropped %d frames", f.Opened.Load(), f.Dropped.Load())
 	}
 }
 

@@ -81,8 +81,9 @@ var (
 	settledDesc    = gaugeOf("ring_settled", "Whether both of the node's ring neighbours confirm its place.")
 	joinTimeDesc   = gaugeOf("ring_joined_after_seconds", "Seconds from the node's start until it joined the ring; 0 until it has.")
 	unjoinsDesc    = counterOf("ring_unjoins_total", "Times the node stopped being joined after it had joined.")
-	firewallDesc   = counterOf("firewall_frames_total", "Frames the firewall let into or out of the TAP, and those it dropped.", "verdict")
-	firewallConns  = gaugeOf("firewall_connections", "Connections the firewall tracks.")
+	firewallDrops  = counterOf("firewall_dropped_frames_total", "Frames the firewall kept from entering or leaving the TAP.")
+	firewallOpened = counterOf("firewall_connections_opened_total", "Connections a firewall rule allowed.")
+	firewallConns  = gaugeOf("firewall_connections", "Connections the firewall tracks now.")
 	certExpiry     = gaugeOf("certificate_expiry_timestamp_seconds", "When this node's certificate expires, in seconds since 1970; members refuse it after.")
 	dhtRecords     = gaugeOf("dht_records", "DHT record copies this node holds, as primary or replica.")
 	dhtOps         = counterOf("dht_operations_total", "This node's own DHT operations, by kind and result.", "op", "result")
@@ -177,7 +178,8 @@ func (c *Collector) collect() *scrape {
 	s.add(infoDesc, 1, st.Name, st.Network, st.NodeID)
 	s.add(certExpiry, float64(st.Certificate.NotAfter.Unix()))
 	if fw := st.Firewall; fw != nil {
-		s.addEach(firewallDesc, count{"allowed", fw.Allowed}, count{"dropped", fw.Dropped})
+		s.add(firewallDrops, float64(fw.Dropped))
+		s.add(firewallOpened, float64(fw.Opened))
 		s.add(firewallConns, float64(fw.Connections))
 	}
 	c.collectLinks(s, st)

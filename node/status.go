@@ -36,8 +36,8 @@ type Status struct {
 type FirewallStatus struct {
 	InboundRules  int    `json:"inbound_rules"`
 	OutboundRules int    `json:"outbound_rules"`
-	Allowed       uint64 `json:"allowed"`
-	Dropped       uint64 `json:"dropped"`
+	Opened        uint64 `json:"opened"`  // connections rules allowed
+	Dropped       uint64 `json:"dropped"` // frames
 	Connections   int    `json:"connections"`
 }
 
@@ -103,7 +103,7 @@ func (n *Node) Status() Status {
 	if fw := n.cfg.Firewall; fw != nil {
 		p := fw.Policy()
 		st.Firewall = &FirewallStatus{InboundRules: len(p.Inbound), OutboundRules: len(p.Outbound),
-			Allowed: fw.Allowed.Load(), Dropped: fw.Dropped.Load(), Connections: fw.Connections()}
+			Opened: fw.Opened.Load(), Dropped: fw.Dropped.Load(), Connections: fw.Connections()}
 	}
 	for _, l := range n.links.Links() {
 		ls := LinkStatus{

@@ -55,8 +55,8 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	fmt.Fprintf(w, "switch    %d learned MACs, %d flows\n", st.LearnedMACs, st.Flows)
 	fmt.Fprintf(w, "queues    dropped %d frames before encryption (fair queue), %d on receive (CoDel)\n", st.Queues.TAPDropped, st.Queues.ReceiveDropped)
 	if fw := st.Firewall; fw != nil {
-		fmt.Fprintf(w, "firewall  %d inbound and %d outbound rules; %d frames allowed, %d dropped; %d connections open\n",
-			fw.InboundRules, fw.OutboundRules, fw.Allowed, fw.Dropped, fw.Connections)
+		fmt.Fprintf(w, "firewall  %d inbound and %d outbound rules; %d connections opened, %d open now; %d frames dropped\n",
+			fw.InboundRules, fw.OutboundRules, fw.Opened, fw.Connections, fw.Dropped)
 	}
 	kv := st.Services.DHT
 	fmt.Fprintf(w, "dht       %d records (%d as primary); refused %d forged or replayed writes, copies and answers\n", kv.Records, kv.Primary, kv.Forged)
