@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"burrow/l2"
 )
 
 var (
@@ -19,7 +21,7 @@ var (
 // payload bytes are l4.
 func ipv4(src, dst netip.Addr, proto uint8, l4 []byte) []byte {
 	f := make([]byte, 14+20)
-	binary.BigEndian.PutUint16(f[12:14], etherTypeIPv4)
+	binary.BigEndian.PutUint16(f[12:14], uint16(l2.EtherTypeIPv4))
 	ip := f[14:]
 	ip[0] = 0x45
 	binary.BigEndian.PutUint16(ip[2:4], uint16(20+len(l4)))
@@ -32,7 +34,7 @@ func ipv4(src, dst netip.Addr, proto uint8, l4 []byte) []byte {
 
 func ipv6(src, dst netip.Addr, proto uint8, l4 []byte) []byte {
 	f := make([]byte, 14+40)
-	binary.BigEndian.PutUint16(f[12:14], etherTypeIPv6)
+	binary.BigEndian.PutUint16(f[12:14], uint16(l2.EtherTypeIPv6))
 	ip := f[14:]
 	ip[0] = 0x60
 	binary.BigEndian.PutUint16(ip[4:6], uint16(len(l4)))
@@ -162,7 +164,7 @@ func TestHostAndCIDRRules(t *testing.T) {
 
 func TestAlwaysAndOtherEthertypes(t *testing.T) {
 	arp := make([]byte, 42)
-	binary.BigEndian.PutUint16(arp[12:14], etherTypeARP)
+	binary.BigEndian.PutUint16(arp[12:14], uint16(l2.EtherTypeARP))
 	ns := ipv6(netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1:ff00:5"), ipProtoICMPv6, []byte{135, 0, 0, 0, 0, 0, 0, 0})
 	lldp := make([]byte, 60)
 	binary.BigEndian.PutUint16(lldp[12:14], 0x88cc)

@@ -3,6 +3,8 @@ package firewall
 import (
 	"encoding/binary"
 	"net/netip"
+
+	"burrow/l2"
 )
 
 const (
@@ -10,11 +12,6 @@ const (
 	ipProtoTCP    = 6
 	ipProtoUDP    = 17
 	ipProtoICMPv6 = 58
-
-	etherTypeIPv4 = 0x0800
-	etherTypeARP  = 0x0806
-	etherTypeVLAN = 0x8100
-	etherTypeIPv6 = 0x86DD
 
 	// maxExtensionHeaders bounds the IPv6 extension headers walked.
 	maxExtensionHeaders = 4
@@ -44,23 +41,17 @@ type packet struct {
 // parse reads a frame's IP header and the first bytes of its payload.
 func parse(frame []byte) (packet, frameKind) {
 	var p packet
-	if len(frame) < 14 {
+	eth, err := l2.ParseEthernet(frame)
+	if err != nil {
 		return p, kindMalformed
 	}
-	etherType, off := binary.BigEndian.Uint16(frame[12:14]), 14
-	if etherType == etherTypeVLAN {
-		if len(frame) < 18 {
-			return p, kindMalformed
-		}
-		etherType, off = binary.BigEndian.Uint16(frame[16:18]), 18
-	}
-	ip := frame[off:]
+	ip := frame[eth.PayloadOffset:]
 	var l4 []byte
 	firstFragment := true
-	switch etherType {
-	case etherTypeARP:
+	switch eth.EtherType {
+	case l2.EtherTypeARP:
 		return p, kindAlways
-	case etherTypeIPv4:
+	case l2.EtherTypeIPv4:
 		if len(ip) < 20 || ip[0]>>4 != 4 {
 			return p, kindMalformed
 		}
@@ -74,7 +65,7 @@ func parse(frame []byte) (packet, frameKind) {
 		p.dst = [16]byte(netip.AddrFrom4([4]byte(ip[16:20])).As16())
 		firstFragment = binary.BigEndian.Uint16(ip[6:8])&0x1fff == 0
 		l4 = ip[headerLen:]
-	case etherTypeIPv6:
+	case l2.EtherTypeIPv6:
 		if len(ip) < 40 || ip[0]>>4 != 6 {
 			return p, kindMalformed
 		}
