@@ -2,7 +2,6 @@ package identity
 
 import (
 	"bytes"
-	"encoding/pem"
 	"fmt"
 	"strings"
 	"time"
@@ -48,18 +47,21 @@ func NewTrust(cas ...*CA) (*Trust, error) {
 // `cat old/ca.crt new/ca.crt` writes them.
 func ParseTrust(data []byte) (*Trust, error) {
 	var cas []*CA
-	rest := bytes.TrimSpace(data)
-	for len(rest) > 0 {
+	for rest := bytes.TrimSpace(data); len(rest) > 0; {
 		// pem.Decode skips text before a block; a CA file holds none.
-		block, after := pem.Decode(rest)
-		if block == nil || !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
+		if !bytes.HasPrefix(rest, []byte("-----BEGIN ")) {
 			return nil, fmt.Errorf("%w: text after CA certificate %d that is no PEM block", ErrMalformed, len(cas))
 		}
-		ca, err := ParseCAPublic(pem.EncodeToMemory(block))
+		raw, after, err := nextPEM(rest, caCertPEMType)
+		if err == nil {
+			var ca *CA
+			if ca, err = parseCABody(raw); err == nil {
+				cas = append(cas, ca)
+			}
+		}
 		if err != nil {
 			return nil, fmt.Errorf("CA certificate %d: %w", len(cas)+1, err)
 		}
-		cas = append(cas, ca)
 		rest = bytes.TrimSpace(after)
 	}
 	return NewTrust(cas...)
