@@ -62,7 +62,11 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	var src, dst l2.MAC
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
-	if in != localPort && n.spoofed(frame, src, source) {
+	if in != localPort && !src.IsMulticast() && source == (nid.ID{}) {
+		source, _ = n.learn.RootOf(src)
+	}
+	if in != localPort && n.snap.Load().spoofed(frame, source) {
+		n.stats.drop(DropSpoofed)
 		return // nothing is learned from it either: not where src lives, not its ARP
 	}
 	n.snoopARP(frame, in, now)
@@ -76,9 +80,6 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		source = n.self
 		n.learnMAC(src, flood.LocalPort, n.self, now)
 	} else if !src.IsMulticast() {
-		if source == (nid.ID{}) {
-			source, _ = n.learn.RootOf(src)
-		}
 		n.learnSource(src, in, source, routed, now)
 	}
 	if dst.IsMulticast() {
@@ -168,20 +169,6 @@ func (n *Node) sendData(l *link.Link, plaintext []byte, now time.Time) {
 	if l.Counters.Suspect(now.UnixNano()) && l.Counters.ReportSuspect() {
 		n.links.Suspect(l, now)
 	}
-}
-
-// spoofed is the data path's check of a frame's source address for a frame
-// the core switches, from a host behind bridge (zero: the learned bridge of
-// src); it counts what it refuses.
-func (n *Node) spoofed(frame []byte, src l2.MAC, bridge nid.ID) bool {
-	if bridge == (nid.ID{}) && !src.IsMulticast() {
-		bridge, _ = n.learn.RootOf(src)
-	}
-	if n.snap.Load().spoofed(frame, bridge) {
-		n.stats.drop(DropSpoofed)
-		return true
-	}
-	return false
 }
 
 // passesFirewall asks the firewall, if there is one, about a frame the
