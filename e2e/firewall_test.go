@@ -11,35 +11,17 @@ import (
 	"burrow/config"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
-	"burrow/netlab/labtest"
 	"burrow/node"
 )
 
-// groupRing is newJoiningRing whose members' certificates name groups.
-func groupRing(t *testing.T, groups map[string][]string, names ...string) *cluster.Network {
+// setGroups signs each node's certificate again with the groups given.
+func setGroups(t *testing.T, groups map[*cluster.Node]string) {
 	t.Helper()
-	lab := labtest.New(t)
-	nw, err := cluster.New(lab, "e2e", burrowBin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, name := range names {
-		host, err := lab.AddHost(fmt.Sprintf("h%d", i))
-		if err != nil {
+	for n, g := range groups {
+		if err := n.SetGroups(g); err != nil {
 			t.Fatal(err)
 		}
-		node, err := nw.AddMember(host, name, virtual(i), groups[name])
-		if err != nil {
-			t.Fatal(err)
-		}
-		node.Config.Links.Keepalive = 500 * time.Millisecond
-		node.Config.Links.DeadAfter = 2 * time.Second
-		node.Config.Overlay.Stabilize = time.Second
-		if i > 0 {
-			node.Config.Overlay.Bootstrap = []string{nw.Nodes[0].Endpoint().String()}
-		}
 	}
-	return nw
 }
 
 // TestGroupFirewall: db's firewall lets TCP 5432 in from group app only
@@ -48,8 +30,9 @@ func groupRing(t *testing.T, groups map[string][]string, names ...string) *clust
 // rule is widened to group web and db gets SIGHUP, web gets through, with
 // every link of db's still up from before.
 func TestGroupFirewall(t *testing.T) {
-	nw := groupRing(t, map[string][]string{"db": {"db"}, "app": {"app"}, "web": {"web"}}, "db", "app", "web")
+	_, nw := newJoiningRing(t, 3)
 	db, app, web := nw.Nodes[0], nw.Nodes[1], nw.Nodes[2]
+	setGroups(t, map[*cluster.Node]string{db: "db", app: "app", web: "web"})
 	icmpEcho := 8
 	db.Config.Firewall = &config.Firewall{
 		Inbound: []config.FirewallRule{
@@ -85,14 +68,14 @@ func TestGroupFirewall(t *testing.T) {
 	if r, err := netlab.Ping(ctx, web.Host, db.Address.Addr(), 3, 100*time.Millisecond); err != nil || r.Received == 0 {
 		t.Errorf("web's pings, which a rule allows, did not pass: %+v %v", r, err)
 	}
-	check := func(from, to string) (string, error) {
-		out, err := exec.Command(burrowBin, "firewall", "check", from, to, "tcp", "5432", "--socket", db.Config.ControlSocket).CombinedOutput()
+	check := func(from, to *cluster.Node) (string, error) {
+		out, err := exec.Command(burrowBin, "firewall", "check", from.Name, to.Name, "tcp", "5432", "--socket", db.Config.ControlSocket).CombinedOutput()
 		return string(out), err
 	}
-	if out, err := check("app", "db"); err != nil || !strings.Contains(out, "ALLOWED") || !strings.Contains(out, "group app") {
+	if out, err := check(app, db); err != nil || !strings.Contains(out, "ALLOWED") || !strings.Contains(out, "group app") {
 		t.Errorf("firewall check app db: %v\n%s", err, out)
 	}
-	if out, err := check("web", "db"); err == nil || !strings.Contains(out, "DROPPED") || !strings.Contains(out, "no inbound rule matches") {
+	if out, err := check(web, db); err == nil || !strings.Contains(out, "DROPPED") || !strings.Contains(out, "no inbound rule matches") {
 		t.Errorf("firewall check web db: %v, want exit 1 and the reason\n%s", err, out)
 	}
 	st, err := db.Status()
@@ -134,7 +117,7 @@ func TestGroupFirewall(t *testing.T) {
 // member, so it drops the first one and opens a link to app's bridge;
 // iperf3's retries then pass on the group rule.
 func TestGroupFirewallAcrossTheRing(t *testing.T) {
-	nw := groupRing(t, nil, "n0", "n1", "n2", "n3", "n4")
+	_, nw := newJoiningRing(t, 5)
 	for _, n := range nw.Nodes {
 		n.Config.Overlay.Successors = 1
 		n.Config.Overlay.LongDistance = "0"
@@ -144,12 +127,7 @@ func TestGroupFirewallAcrossTheRing(t *testing.T) {
 	ring := byRing(nw)
 	first := slices.Index(ring, nw.Nodes[0])
 	db, app := ring[(first+1)%5], ring[(first+3)%5]
-	if err := db.SetGroups("db"); err != nil {
-		t.Fatal(err)
-	}
-	if err := app.SetGroups("app"); err != nil {
-		t.Fatal(err)
-	}
+	setGroups(t, map[*cluster.Node]string{db: "db", app: "app"})
 	db.Config.Firewall = &config.Firewall{
 		Inbound:  []config.FirewallRule{{Proto: "tcp", Port: "5432", Group: "app"}},
 		Outbound: []config.FirewallRule{{Host: "any"}},

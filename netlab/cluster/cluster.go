@@ -74,18 +74,13 @@ func New(lab *netlab.Lab, name, binary string) (*Network, error) {
 // AddNode creates a member on host with a virtual address: state directory,
 // key, certificate and a configuration with no peers yet.
 func (n *Network) AddNode(host *netlab.Host, name string, addr netip.Prefix) (*Node, error) {
-	return n.AddMember(host, name, addr, nil)
-}
-
-// AddMember is AddNode with the groups the node's certificate names.
-func (n *Network) AddMember(host *netlab.Host, name string, addr netip.Prefix, groups []string) (*Node, error) {
 	dir := filepath.Join(n.Dir, name)
 	key, _, err := identity.LoadOrCreateNodeKey(dir, crand.Reader)
 	if err != nil {
 		return nil, err
 	}
 	certPath := filepath.Join(dir, "node.crt")
-	if err := n.certify(certPath, name, key, addr, groups); err != nil {
+	if err := n.certify(certPath, name, key, addr, nil); err != nil {
 		return nil, err
 	}
 	node := &Node{
