@@ -116,34 +116,44 @@ func drawIDs(t *rapid.T) []nid.ID {
 	return rapid.SliceOfNDistinct(genID, n, n, func(id nid.ID) nid.ID { return id }).Draw(t, "ids")
 }
 
-func TestRingOverlayDeliversExactlyOnce(t *testing.T) {
-	rapid.Check(t, func(t *rapid.T) {
-		ids := drawIDs(t)
-		n := len(ids)
-		o := ringOverlay(ids, rapid.IntRange(1, 3).Draw(t, "s"))
-		for range rapid.IntRange(0, 2*n).Draw(t, "chords") {
-			o.link(rapid.IntRange(0, n-1).Draw(t, "a"), rapid.IntRange(0, n-1).Draw(t, "b"))
-		}
-		o.sortPeers()
+// drawRingWithChords draws a ring overlay, each node linked to its s
+// successors, with up to 2n random chords.
+func drawRingWithChords(t *rapid.T) *overlay {
+	ids := drawIDs(t)
+	n := len(ids)
+	o := ringOverlay(ids, rapid.IntRange(1, 3).Draw(t, "s"))
+	for range rapid.IntRange(0, 2*n).Draw(t, "chords") {
+		o.link(rapid.IntRange(0, n-1).Draw(t, "a"), rapid.IntRange(0, n-1).Draw(t, "b"))
+	}
+	o.sortPeers()
+	return o
+}
 
-		for root := range n {
-			r := o.flood(root)
-			if r.sent > n-1 {
-				t.Fatalf("root %d: %d messages for %d nodes: forwarding does not terminate or duplicates", root, r.sent, n)
+// checkExactlyOnce floods from every node of o and checks that each other
+// node gets the broadcast exactly once, over at most n−1 links.
+func checkExactlyOnce(t *rapid.T, o *overlay) {
+	ids, n := o.ids, len(o.ids)
+	for root := range n {
+		r := o.flood(root)
+		if r.sent > n-1 {
+			t.Fatalf("root %d: %d messages for %d nodes: forwarding does not terminate or duplicates", root, r.sent, n)
+		}
+		for i, c := range r.received {
+			if i == root && c != 0 {
+				t.Fatalf("root %v received its own broadcast %d times", ids[root].Short(), c)
 			}
-			for i, c := range r.received {
-				if i == root && c != 0 {
-					t.Fatalf("root %v received its own broadcast %d times", ids[root].Short(), c)
-				}
-				if i != root && c != 1 {
-					t.Fatalf("root %v: node %v received %d copies, want 1", ids[root].Short(), ids[i].Short(), c)
-				}
-			}
-			if longest := slices.Max(r.links); longest > n-1 {
-				t.Fatalf("root %v: a copy crossed %d links in a %d-node overlay", ids[root].Short(), longest, n)
+			if i != root && c != 1 {
+				t.Fatalf("root %v: node %v received %d copies, want 1", ids[root].Short(), ids[i].Short(), c)
 			}
 		}
-	})
+		if longest := slices.Max(r.links); longest > n-1 {
+			t.Fatalf("root %v: a copy crossed %d links in a %d-node overlay", ids[root].Short(), longest, n)
+		}
+	}
+}
+
+func TestRingOverlayDeliversExactlyOnce(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) { checkExactlyOnce(t, drawRingWithChords(t)) })
 }
 
 // TestFloodingAroundFailingLinksDeliversExactlyOnce: senders pass over any
@@ -152,25 +162,13 @@ func TestRingOverlayDeliversExactlyOnce(t *testing.T) {
 // gets the broadcast exactly once.
 func TestFloodingAroundFailingLinksDeliversExactlyOnce(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		ids := drawIDs(t)
-		n := len(ids)
-		o := ringOverlay(ids, rapid.IntRange(1, 3).Draw(t, "s"))
-		for range rapid.IntRange(0, 2*n).Draw(t, "chords") {
-			o.link(rapid.IntRange(0, n-1).Draw(t, "a"), rapid.IntRange(0, n-1).Draw(t, "b"))
-		}
-		o.sortPeers()
+		o := drawRingWithChords(t)
+		n := len(o.ids)
 		o.failing = map[[2]int]bool{}
 		for range rapid.IntRange(0, 2*n).Draw(t, "failing") {
 			o.failing[[2]int{rapid.IntRange(0, n-1).Draw(t, "from"), rapid.IntRange(0, n-1).Draw(t, "to")}] = true
 		}
-		for root := range n {
-			r := o.flood(root)
-			for i, c := range r.received {
-				if i != root && c != 1 {
-					t.Fatalf("root %v: node %v received %d copies, want 1", ids[root].Short(), ids[i].Short(), c)
-				}
-			}
-		}
+		checkExactlyOnce(t, o)
 	})
 }
 
