@@ -99,11 +99,8 @@ func (d *Daemon) CheckFirewall(q FirewallQuery) (FirewallAnswer, error) {
 	if err != nil {
 		return a, err
 	}
-	if !a.Known {
-		// Without its certificate this node matches the member only by
-		// address, as it would a frame from it.
-		member = firewall.Member{}
-	}
+	// Without a link, member stays unknown: this node matches it only by
+	// address, as it would a frame from it.
 	a.Groups = member.Groups
 	remote := q.Addr
 	if !remote.IsValid() && len(peerAddrs) > 0 {
