@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"burrow/link"
 	"burrow/nat"
 	"burrow/nid"
+	"burrow/overlay"
 )
 
 func TestTwoNodesBroadcastThenUnicastOnTheFastPath(t *testing.T) {
@@ -380,6 +382,27 @@ func TestBroadcastGoesAroundAFailingLink(t *testing.T) {
 	for _, n := range w.nodes[1:] {
 		if got := n.countTAP("who-has"); got != 1 {
 			t.Errorf("%s got the broadcast %d times, want 1", n.name, got)
+		}
+	}
+}
+
+// A link to a peer's TURN relayed address crosses the TURN server even
+// though this end sends plain UDP to it: status names it a TURN path.
+func TestLinkToAPeersRelayedAddressIsATURNPath(t *testing.T) {
+	w := newOverlayNet(t, 2, 13, overlay.Params{Successors: 1})
+	a, b := w.nodes[1], w.nodes[0]
+	b.node.SetRelayedAddress(b.addr)
+	w.advance(5*time.Second, 100*time.Millisecond)
+	var paths []string
+	for _, ls := range a.node.Status().Links {
+		paths = append(paths, ls.Path)
+	}
+	if !slices.Equal(paths, []string{"turn"}) {
+		t.Fatalf("a's link paths %v, want [turn]", paths)
+	}
+	for _, ls := range b.node.Status().Links {
+		if ls.Path != "direct" {
+			t.Fatalf("b's link to a, whose address is its own, reads %q", ls.Path)
 		}
 	}
 }

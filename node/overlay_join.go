@@ -49,7 +49,7 @@ func (n *Node) remember(in overlay.Info) {
 			break
 		}
 	}
-	o.remembered = append(o.remembered, overlay.Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints)})
+	o.remembered = append(o.remembered, overlay.Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints), TURN: in.TURN})
 	if len(o.remembered) > rememberMax {
 		o.remembered = o.remembered[1:]
 	}

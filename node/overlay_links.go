@@ -59,7 +59,7 @@ func (n *Node) reconcile(now time.Time) {
 	for _, id := range nid.SortedKeys(want) {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
-			ps.info.Endpoints = info.Endpoints
+			ps.info.Endpoints, ps.info.TURN = info.Endpoints, info.TURN
 		}
 		if n.links.Links()[id] == nil {
 			n.dialPeer(ps, now)

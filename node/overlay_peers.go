@@ -21,7 +21,7 @@ func (n *Node) selfInfo() overlay.Info {
 		}
 	}
 	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
-	info := overlay.Info{ID: n.self, Endpoints: n.endpoints()}
+	info := overlay.Info{ID: n.self, Endpoints: n.endpoints(), TURN: n.reach.turn}
 	for _, l := range relays[:min(len(relays), overlay.MaxRelays)] {
 		info.Relays = append(info.Relays, l.Peer.ID)
 	}

@@ -202,7 +202,7 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 				// The peer's current candidates, straight from it: a link
 				// that came up relayed starts punching toward them at once
 				// rather than after the next ring exchange.
-				ps.info.Endpoints, ps.info.Relays = m.From.Endpoints, m.From.Relays
+				ps.info.Endpoints, ps.info.Relays, ps.info.TURN = m.From.Endpoints, m.From.Relays, m.From.TURN
 				from.AddCandidates(n.candidates(ps.info))
 			}
 			if m.Closing {

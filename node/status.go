@@ -108,7 +108,7 @@ func (n *Node) Status() Status {
 	for _, l := range n.links.Links() {
 		ls := LinkStatus{
 			Peer: l.Peer.Name, NodeID: l.Peer.ID.String(), Port: l.Port, State: "connecting",
-			Path: l.Endpoint().Path(), Endpoint: l.Endpoint().String(), RTT: l.RTT.Seconds() * 1000,
+			Path: n.pathOf(l), Endpoint: l.Endpoint().String(), RTT: l.RTT.Seconds() * 1000,
 			RxBytes: l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
 			RxPackets: l.Counters.RxPackets.Load(), TxPackets: l.Counters.TxPackets.Load(),
 			ProbeRTT: l.Counters.ProbeRTT().Seconds() * 1000, Suspect: l.Suspect(),

@@ -42,17 +42,17 @@ func (n *Node) CrawlTopology(now time.Time) {
 	n.topo.until = now.Add(topologyWatch)
 }
 
-func pathCode(e link.Endpoint) uint8 {
-	switch e.Path() {
-	case "relay":
-		return 1
-	case "turn":
-		return 2
-	case "websocket":
-		return 3
+// pathOf names the kind of l's path. A direct endpoint that is the peer's
+// TURN relayed address crosses that server, so the path is a TURN path.
+func (n *Node) pathOf(l *link.Link) string {
+	ep := l.Endpoint()
+	if ps := n.ov.peers[l.Peer.ID]; ps != nil && ep.Path() == "direct" && ps.info.TURN.IsValid() && ep.Addr == ps.info.TURN {
+		return "turn"
 	}
-	return 0
+	return ep.Path()
 }
+
+func pathCode(path string) uint8 { return uint8(max(slices.Index(pathNames[:], path), 0)) }
 
 var pathNames = [...]string{"direct", "relay", "turn", "websocket"}
 
@@ -68,7 +68,7 @@ func (n *Node) neighbors() []overlay.Neighbor {
 		if ps := n.ov.peers[id]; ps != nil {
 			reasons = ps.local
 		}
-		out = append(out, overlay.Neighbor{ID: id, Reasons: reasons, Path: pathCode(l.Endpoint())})
+		out = append(out, overlay.Neighbor{ID: id, Reasons: reasons, Path: pathCode(n.pathOf(l))})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/netip"
+	"slices"
 
 	"burrow/nid"
 )
@@ -14,7 +15,15 @@ type Info struct {
 	ID        nid.ID
 	Endpoints []netip.AddrPort
 	Relays    []nid.ID
+	// TURN, when valid, is the one of Endpoints that is the node's relayed
+	// address on a TURN server: reached like any endpoint, but a path to it
+	// crosses that server, and status should say so.
+	TURN netip.AddrPort
 }
+
+// relayedFlag marks, in an endpoint's address family byte, the node's TURN
+// relayed address.
+const relayedFlag = 0x80
 
 // MaxEndpoints bounds the endpoints one Info carries, MaxRelays its relays.
 const (
@@ -228,15 +237,20 @@ func appendInfo(dst []byte, in Info) []byte {
 	dst = append(dst, in.ID[:]...)
 	n := min(len(in.Endpoints), MaxEndpoints)
 	dst = append(dst, byte(n))
+	turn := in.TURN
 	for _, ep := range in.Endpoints[:n] {
+		var flag byte
+		if ep == turn {
+			flag, turn = relayedFlag, netip.AddrPort{}
+		}
 		addr := ep.Addr().Unmap()
 		if addr.Is4() {
 			a := addr.As4()
-			dst = append(dst, 4)
+			dst = append(dst, 4|flag)
 			dst = append(dst, a[:]...)
 		} else {
 			a := addr.As16()
-			dst = append(dst, 6)
+			dst = append(dst, 6|flag)
 			dst = append(dst, a[:]...)
 		}
 		dst = binary.BigEndian.AppendUint16(dst, ep.Port())
@@ -374,7 +388,13 @@ func (r *reader) info() Info {
 	}
 	for range n {
 		var addr netip.Addr
-		switch r.byte() {
+		family := r.byte()
+		relayed := family&relayedFlag != 0
+		if relayed && in.TURN.IsValid() {
+			r.err = ErrField // a node has one relayed address
+			return in
+		}
+		switch family &^ relayedFlag {
 		case 4:
 			if a := r.take(4); a != nil {
 				addr = netip.AddrFrom4([4]byte(a))
@@ -400,7 +420,15 @@ func (r *reader) info() Info {
 			r.err = ErrField
 			return in
 		}
-		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, p))
+		ep := netip.AddrPortFrom(addr, p)
+		if relayed {
+			if slices.Contains(in.Endpoints, ep) {
+				r.err = ErrField // flagged where it first appears, or nowhere
+				return in
+			}
+			in.TURN = ep
+		}
+		in.Endpoints = append(in.Endpoints, ep)
 	}
 	n = int(r.byte())
 	if n > MaxRelays {

@@ -33,6 +33,9 @@ func genInfo(t *rapid.T, label string) Info {
 		}
 		in.Endpoints = append(in.Endpoints, netip.AddrPortFrom(addr, rapid.Uint16Range(1, 65535).Draw(t, label+".port")))
 	}
+	if len(in.Endpoints) > 0 && rapid.Bool().Draw(t, label+".turn") {
+		in.TURN = in.Endpoints[rapid.IntRange(0, len(in.Endpoints)-1).Draw(t, label+".turnAt")]
+	}
 	for i, n := 0, rapid.IntRange(0, MaxRelays).Draw(t, label+".r"); i < n; i++ {
 		in.Relays = append(in.Relays, genID(t, label+".relay"))
 	}
@@ -132,6 +135,8 @@ func TestParseRejectsGarbage(t *testing.T) {
 func FuzzParse(f *testing.F) {
 	f.Add((&Message{Type: FindSuccessor, TTL: 64, From: Info{ID: nid.ID{7}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820")}}}).Append(nil))
 	f.Add((&Message{Type: Successors, Successors: []Info{{ID: nid.ID{1}}, {ID: nid.ID{2}}}}).Append(nil))
+	relayed := netip.MustParseAddrPort("203.0.113.9:49152")
+	f.Add((&Message{Type: Notify, From: Info{ID: nid.ID{3}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820"), relayed}, TURN: relayed}}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonLongDistance, Ask: true, Relaying: true}).Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -61,7 +61,7 @@ func (r *Ring) Consider(in Info) bool {
 }
 
 func cloneInfo(in Info) Info {
-	return Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints), Relays: slices.Clone(in.Relays)}
+	return Info{ID: in.ID, Endpoints: slices.Clone(in.Endpoints), Relays: slices.Clone(in.Relays), TURN: in.TURN}
 }
 
 // Forget removes a node found dead or gone.
