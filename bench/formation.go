@@ -74,7 +74,9 @@ type FormationResult struct {
 	// Broadcast counts the copies of the broadcast check's requests; nil
 	// when the check failed.
 	Broadcast *cluster.BroadcastCount
-	Churn     *churnRound
+	// BroadcastDrops is what each node dropped while the requests spread.
+	BroadcastDrops dropCounts
+	Churn          *churnRound
 	Soak      *soakResult
 }
 
@@ -230,10 +232,13 @@ func (r *formationRun) measure(ctx context.Context, res *FormationResult, availa
 	if available, err := availableMemory(); err == nil && available < availableBefore {
 		res.MemoryUsed = availableBefore - available
 	}
+	before := readDrops(ctx, r.nodes)
 	res.Broadcast, err = r.broadcast(ctx)
 	if err != nil {
 		return fmt.Errorf("broadcast check: %w", err)
 	}
+	res.BroadcastDrops = readDrops(ctx, r.nodes).since(before)
+	fmt.Fprintf(r.progress, "   dropped meanwhile, all nodes: %s\n", describeDrops(res.BroadcastDrops.total()))
 	victims := r.victims()
 	if r.opts.Churn {
 		if res.Churn, err = r.churn(ctx, victims); err != nil {

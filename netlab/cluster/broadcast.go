@@ -58,16 +58,26 @@ func (b *BroadcastCount) Exact() bool {
 	return b.Echoes == 0
 }
 
+// Missed lists the watched nodes that did not see every request exactly
+// once, by name.
+func (b *BroadcastCount) Missed() []*Node {
+	var out []*Node
+	for node, counts := range b.Seen {
+		if slices.ContainsFunc(counts, func(c int) bool { return c != 1 }) {
+			out = append(out, node)
+		}
+	}
+	slices.SortFunc(out, func(x, y *Node) int { return strings.Compare(x.Name, y.Name) })
+	return out
+}
+
 // Off describes the watched nodes that did not see every request exactly
 // once, as "n3 saw 0, 1, 2", or "" when there are none.
 func (b *BroadcastCount) Off() string {
 	var off []string
-	for node, counts := range b.Seen {
-		if slices.ContainsFunc(counts, func(c int) bool { return c != 1 }) {
-			off = append(off, fmt.Sprintf("%s saw %s", node.Name, strings.Trim(fmt.Sprint(counts), "[]")))
-		}
+	for _, node := range b.Missed() {
+		off = append(off, fmt.Sprintf("%s saw %s", node.Name, strings.Trim(fmt.Sprint(b.Seen[node]), "[]")))
 	}
-	slices.Sort(off)
 	return strings.Join(off, "; ")
 }
 
