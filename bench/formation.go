@@ -77,7 +77,7 @@ type FormationResult struct {
 	// BroadcastDrops is what each node dropped while the requests spread.
 	BroadcastDrops dropCounts
 	Churn          *churnRound
-	Soak      *soakResult
+	Soak           *soakResult
 }
 
 // Settings of a formation run.

@@ -93,6 +93,7 @@ var (
 	dhcpLeases     = gaugeOf("dhcp_leases", "DHCP leases this node holds for its clients.")
 	dnsDesc        = counterOf("dns_queries_total", "Virtual DNS queries, by result.", "result")
 	arpAnswered    = counterOf("arp_answered_total", "ARP requests answered locally from the DHT, each a broadcast saved.")
+	ndAnswered     = counterOf("nd_answered_total", "IPv6 neighbour solicitations answered locally from the DHT, each a multicast saved.")
 	stunDesc       = counterOf("stun_requests_total", "STUN binding requests sent to discover this node's public address, and those answered.", "event")
 	punchDesc      = counterOf("punch_probes_total", "Hole-punching probes sent to peers behind address-dependent NATs.")
 	goroutines     = metric{"go_goroutines", "Number of goroutines that currently exist.", "gauge", nil}
@@ -233,6 +234,7 @@ func collectServices(s *scrape, sv node.ServicesStatus) {
 			count{"formerr", d.FormErr}, count{"forwarded", d.Forwarded}, count{"dropped", d.Dropped})
 	}
 	s.add(arpAnswered, float64(sv.ARPAnswered))
+	s.add(ndAnswered, float64(sv.NDAnswered))
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -61,7 +61,7 @@ func sampleStatus() runtime.Status {
 				DHCP:        &ipam.Stats{Offers: 3, Acks: 2, Exhausted: 1},
 				Leases:      []ipam.Lease{{}, {}},
 				DNS:         &vdns.Stats{Answered: 5, NXDomain: 2},
-				ARPAnswered: 11,
+				ARPAnswered: 11, NDAnswered: 4,
 			},
 		},
 	}
@@ -168,6 +168,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_dhcp_leases", nil, 2},
 		{"burrow_dns_queries_total", []string{"result=nxdomain"}, 2},
 		{"burrow_arp_answered_total", nil, 11},
+		{"burrow_nd_answered_total", nil, 4},
 	} {
 		got, ok := value(fams, tc.name, tc.labels...)
 		if !ok || got != tc.want {

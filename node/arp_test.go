@@ -22,19 +22,52 @@ func arpFrame(op l2.ARPOp, srcMAC l2.MAC, srcIP netip.Addr, dstMAC l2.MAC, dstIP
 	return f
 }
 
-// answerARPs plays each node's kernel: an ARP request for the host's
-// address that reached its TAP gets a reply. It reports the replies sent.
-func (w *testNet) answerARPs(seen map[*testNode]int) int {
+// neighborProtocol is ARP or IPv6 neighbour discovery as the tests play
+// it: the request host i sends for host j's address, the reply host i's
+// kernel gives to a frame that reached its TAP (nil when none), and what a
+// reply on host i's TAP says about host j: whether it is one, and whether
+// it is right.
+type neighborProtocol struct {
+	request  func(w *testNet, i, j int) []byte
+	kernel   func(w *testNet, i int, f []byte) []byte
+	replyFor func(w *testNet, j int, f []byte) (isReply, right bool)
+	answered func(n *Node) uint64
+}
+
+var arpProtocol = neighborProtocol{
+	request: func(w *testNet, i, j int) []byte {
+		return arpFrame(l2.ARPRequest, w.nodes[i].mac, hostIP(i), l2.MAC{}, hostIP(j))
+	},
+	kernel: func(w *testNet, i int, f []byte) []byte {
+		eth, err := l2.ParseEthernet(f)
+		if err != nil || eth.EtherType != l2.EtherTypeARP {
+			return nil
+		}
+		a, err := l2.ParseARP(f[eth.PayloadOffset:])
+		if err != nil || a.Op != l2.ARPRequest || a.TargetIP != hostIP(i) {
+			return nil
+		}
+		return arpFrame(l2.ARPReply, w.nodes[i].mac, hostIP(i), a.SenderMAC, a.SenderIP)
+	},
+	replyFor: func(w *testNet, j int, f []byte) (bool, bool) {
+		eth, _ := l2.ParseEthernet(f)
+		a, err := l2.ParseARP(f[eth.PayloadOffset:])
+		if err != nil || a.Op != l2.ARPReply || a.SenderIP != hostIP(j) {
+			return false, false
+		}
+		return true, a.SenderMAC == w.nodes[j].mac
+	},
+	answered: func(n *Node) uint64 { return n.Stats().ARPAnswered.Load() },
+}
+
+// playKernels has each node's kernel answer what reached its TAP since
+// seen; it reports the replies sent.
+func (w *testNet) playKernels(p neighborProtocol, seen map[*testNode]int) int {
 	replies := 0
 	for i, n := range w.nodes {
 		for _, f := range n.tap[seen[n]:] {
-			eth, err := l2.ParseEthernet(f)
-			if err != nil || eth.EtherType != l2.EtherTypeARP {
-				continue
-			}
-			a, err := l2.ParseARP(f[eth.PayloadOffset:])
-			if err == nil && a.Op == l2.ARPRequest && a.TargetIP == hostIP(i) {
-				n.fromTAP(arpFrame(l2.ARPReply, n.mac, hostIP(i), a.SenderMAC, a.SenderIP))
+			if reply := p.kernel(w, i, f); reply != nil {
+				n.fromTAP(reply)
 				replies++
 			}
 		}
@@ -43,11 +76,11 @@ func (w *testNet) answerARPs(seen map[*testNode]int) int {
 	return replies
 }
 
-// TestARPAnsweringSavesBroadcasts is the 16-node simulation of ARP
-// answering: after one round in which every host resolves every other by
+// checkNeighborAnswering is the 16-node simulation of answering a neighbour
+// protocol: after one round in which every host resolves every other by
 // broadcast, a second round (the kernels' caches expired) is answered by
-// the nodes themselves, from what they snooped, and correctly.
-func TestARPAnsweringSavesBroadcasts(t *testing.T) {
+// the nodes themselves, from what they snooped and the DHT, and correctly.
+func checkNeighborAnswering(t *testing.T, p neighborProtocol) {
 	w := newOverlayNet(t, 16, 21, overlay.Params{Successors: 2, LongDistance: 2})
 	for _, n := range w.nodes {
 		n.node.cfg.Services.ARPAnswer = true
@@ -59,7 +92,7 @@ func TestARPAnsweringSavesBroadcasts(t *testing.T) {
 		floodsBefore, answeredBefore := uint64(0), uint64(0)
 		for _, n := range w.nodes {
 			floodsBefore += n.node.Stats().FloodsStarted.Load()
-			answeredBefore += n.node.Stats().ARPAnswered.Load()
+			answeredBefore += p.answered(n.node)
 		}
 		for i, n := range w.nodes {
 			for j := range w.nodes {
@@ -67,14 +100,13 @@ func TestARPAnsweringSavesBroadcasts(t *testing.T) {
 					continue
 				}
 				mark := len(n.tap)
-				n.fromTAP(arpFrame(l2.ARPRequest, n.mac, hostIP(i), l2.MAC{}, hostIP(j)))
-				w.answerARPs(seen)
+				n.fromTAP(p.request(w, i, j))
+				w.playKernels(p, seen)
 				// The reply the requester's kernel sees must name j's MAC.
 				found := false
 				for _, f := range n.tap[mark:] {
-					eth, _ := l2.ParseEthernet(f)
-					if a, err := l2.ParseARP(f[eth.PayloadOffset:]); err == nil && a.Op == l2.ARPReply && a.SenderIP == hostIP(j) {
-						found = a.SenderMAC == w.nodes[j].mac
+					if isReply, right := p.replyFor(w, j, f); isReply {
+						found = right
 					}
 				}
 				if !found {
@@ -84,17 +116,17 @@ func TestARPAnsweringSavesBroadcasts(t *testing.T) {
 		}
 		for _, n := range w.nodes {
 			floods += n.node.Stats().FloodsStarted.Load()
-			answered += n.node.Stats().ARPAnswered.Load()
+			answered += p.answered(n.node)
 		}
 		return floods - floodsBefore, answered - answeredBefore, wrong
 	}
 	f1, a1, wrong1 := round()
 	f2, a2, wrong2 := round()
 	pairs := len(w.nodes) * (len(w.nodes) - 1)
-	t.Logf("%d nodes, %d ARP requests per round: first round %d broadcasts, %d answered locally; second round %d broadcasts, %d answered locally (%d broadcasts saved)",
+	t.Logf("%d nodes, %d requests per round: first round %d broadcasts, %d answered locally; second round %d broadcasts, %d answered locally (%d broadcasts saved)",
 		len(w.nodes), pairs, f1, a1, f2, a2, a2)
 	if wrong1+wrong2 != 0 {
-		t.Fatalf("%d ARP requests got no reply or a wrong MAC", wrong1+wrong2)
+		t.Fatalf("%d requests got no reply or a wrong one", wrong1+wrong2)
 	}
 	if a2 < uint64(pairs)*9/10 {
 		t.Fatalf("second round: only %d of %d requests answered locally", a2, pairs)
@@ -103,3 +135,5 @@ func TestARPAnsweringSavesBroadcasts(t *testing.T) {
 		t.Fatalf("second round still flooded %d times", f2)
 	}
 }
+
+func TestARPAnsweringSavesBroadcasts(t *testing.T) { checkNeighborAnswering(t, arpProtocol) }

@@ -101,8 +101,8 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		return
 	}
 	r, ok := s.flows[key]
-	if !ok {
-		if hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key, frame) {
+	if !ok || snooped(frame) {
+		if !ok && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key, frame) {
 			d.floodFromTAP(w, s, hdr, frame, now)
 			return
 		}
@@ -125,7 +125,8 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
 // no flow itself: its destination is unknown (so the core has nothing to
 // install), its source is already learned here, and it is nothing the
-// core's services answer or snoop (ARP, frames to the service addresses).
+// core's services answer or snoop (ARP, neighbour advertisements, frames
+// to the service addresses).
 func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
 	if _, known := s.macs[key.dst]; known {
 		return false
@@ -138,7 +139,7 @@ func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
 			return false
 		}
 	}
-	return !isARP(frame)
+	return !snooped(frame)
 }
 
 // nextHop is where a flow's frames go now: its own port while that port's
@@ -489,9 +490,10 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 }
 
 // teaches reports whether a broadcast carries news for the core: a source
-// it has not learned at this port and root (or learned long ago), or ARP.
+// it has not learned at this port and root (or learned long ago), or
+// what the core snoops (ARP, neighbour advertisements).
 func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
-	if isARP(m.Frame) {
+	if snooped(m.Frame) {
 		return true
 	}
 	src := l2.MAC(m.Frame[6:12])
@@ -583,11 +585,13 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 	w.Tx.commit(dgram, to.link.Endpoint())
 }
 
-// isARP reports whether frame carries ARP, which the core snoops to
-// answer ARP requests locally.
-func isARP(frame []byte) bool {
+// snooped reports whether the core learns from a frame from the TAP, so
+// it must take the slow path even when a flow could carry it: ARP, and
+// IPv6 neighbour advertisements (sent unicast, usually on a flow already
+// up, and the one place a host says whether it is a router).
+func snooped(frame []byte) bool {
 	eth, err := l2.ParseEthernet(frame)
-	return err == nil && eth.EtherType == l2.EtherTypeARP
+	return err == nil && eth.EtherType == l2.EtherTypeARP || l2.IsNeighborAdvertisement(frame)
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }

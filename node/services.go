@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"io"
 	"net/netip"
 	"slices"
@@ -14,6 +15,8 @@ import (
 	"burrow/vdns"
 	"burrow/warrens"
 	"burrow/xeddsa"
+
+	"github.com/mdlayher/ndp"
 )
 
 // ServicesConfig says what a node offers on its TAP beyond switching.
@@ -25,8 +28,8 @@ type ServicesConfig struct {
 	DHCP *ipam.Config
 	// DNS answers on a reserved virtual address; nil turns it off.
 	DNS *vdns.Config
-	// ARPAnswer answers ARP requests from the TAP for addresses the node
-	// knows, instead of flooding them.
+	// ARPAnswer answers ARP requests and IPv6 neighbour solicitations from
+	// the TAP for addresses the node knows, instead of flooding them.
 	ARPAnswer bool
 	// Subnets claims self-assigned container subnets (Warrens); OnSubnet
 	// is told when a claim changes, to configure the local bridge.
@@ -37,9 +40,12 @@ type ServicesConfig struct {
 	ForwardDNS func(vdns.ForwardRequest)
 }
 
-// arpEntry is an address's hardware address as this node last saw it.
+// arpEntry is an address's hardware address as this node last saw it;
+// for an IPv6 address, also whether its holder said it is a router (an
+// answer must repeat that, or hosts drop it as their default router).
 type arpEntry struct {
 	mac     l2.MAC
+	router  bool
 	expires time.Time
 }
 
@@ -203,7 +209,7 @@ func (n *Node) serviceFrame(frame []byte) { n.writeTAP(frame, l2.Offload{}) }
 
 // leased registers a DHCP client's name and address.
 func (n *Node) leased(l ipam.Lease) {
-	n.learnARP(l.IP, l.MAC, n.now)
+	n.learnARP(l.IP, arpEntry{mac: l.MAC}, n.now)
 	if n.svc.dns != nil && l.Hostname != "" {
 		n.svc.dns.Register(l.Hostname, []netip.Addr{l.IP}, n.now, func(vdns.RegisterResult) {})
 	}
@@ -242,47 +248,110 @@ func (n *Node) serveLocal(frame []byte, now time.Time) bool {
 	if s.dhcp != nil && s.dhcp.HandleFrame(frame, now) {
 		return true
 	}
-	return n.answerARP(frame, now)
+	return n.answerARP(frame, now) || n.answerND(frame, now)
 }
 
-// snoopARP learns address-to-MAC pairs from the ARP traffic the switch
-// sees, so that later requests can be answered locally; a gratuitous ARP
-// from a moved address updates the entry at once.
+// snoopARP learns address-to-MAC pairs from the ARP traffic and the IPv6
+// neighbour advertisements the switch sees, so that later requests can be
+// answered locally; a gratuitous ARP from a moved address updates the
+// entry at once. Solicitations are not learned from: they do not say
+// whether their sender is a router.
 func (n *Node) snoopARP(frame []byte, from uint32, now time.Time) {
 	eth, err := l2.ParseEthernet(frame)
-	if err != nil || eth.EtherType != l2.EtherTypeARP {
+	if err != nil {
 		return
 	}
-	a, err := l2.ParseARP(frame[eth.PayloadOffset:])
-	if err != nil || !a.SenderIP.IsValid() || a.SenderIP.IsUnspecified() || a.SenderMAC.IsMulticast() {
+	var ip netip.Addr
+	var e arpEntry
+	switch eth.EtherType {
+	case l2.EtherTypeARP:
+		a, err := l2.ParseARP(frame[eth.PayloadOffset:])
+		if err != nil || !a.SenderIP.IsValid() || a.SenderIP.IsUnspecified() {
+			return
+		}
+		ip, e = a.SenderIP, arpEntry{mac: a.SenderMAC}
+	case l2.EtherTypeIPv6:
+		nd, err := l2.ParseND(frame)
+		if err != nil {
+			return
+		}
+		na, ok := nd.Message.(*ndp.NeighborAdvertisement)
+		if !ok || !na.TargetAddress.Is6() || na.TargetAddress.IsMulticast() || na.TargetAddress.IsUnspecified() {
+			return
+		}
+		e.mac, ok = nd.LinkLayerAddress()
+		if !ok {
+			e.mac = eth.Src
+		}
+		ip, e.router = na.TargetAddress, na.Router
+	default:
 		return
 	}
-	n.learnARP(a.SenderIP, a.SenderMAC, now)
+	if e.mac.IsMulticast() || e.mac == (l2.MAC{}) {
+		return
+	}
+	n.learnARP(ip, e, now)
 	if from == localPort && n.svc.started {
-		n.publishARP(a.SenderIP, a.SenderMAC, now)
+		n.publishARP(ip, e, now)
 	}
 }
 
-func (n *Node) learnARP(ip netip.Addr, mac l2.MAC, now time.Time) {
+func (n *Node) learnARP(ip netip.Addr, e arpEntry, now time.Time) {
 	s := &n.svc
 	if _, ok := s.arp[ip]; !ok && len(s.arp) >= arpMax {
 		return
 	}
-	s.arp[ip] = arpEntry{mac: mac, expires: now.Add(arpTTL)}
+	e.expires = now.Add(arpTTL)
+	s.arp[ip] = e
 }
 
 // publishARP records a local host's address in the DHT, so that other
-// nodes can answer ARP for it without a broadcast.
-func (n *Node) publishARP(ip netip.Addr, mac l2.MAC, now time.Time) {
+// nodes can answer ARP and neighbour solicitations for it without a
+// broadcast. An IPv6 entry's value carries the router flag after the MAC.
+func (n *Node) publishARP(ip netip.Addr, e arpEntry, now time.Time) {
 	s := &n.svc
 	if at, ok := s.registered[ip]; ok && now.Sub(at) < arpKeyRenew {
 		return
 	}
 	s.registered[ip] = now
-	s.kv.Put(arpKey(ip), mac[:], arpKeyTTL, now, func(dht.Result) {})
+	value := e.mac[:]
+	if ip.Is6() {
+		value = append(bytes.Clone(value), boolByte(e.router))
+	}
+	s.kv.Put(arpKey(ip), value, arpKeyTTL, now, func(dht.Result) {})
+}
+
+func boolByte(b bool) byte {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func arpKey(ip netip.Addr) string { return "arp:" + ip.String() }
+
+// knownNeighbor is the entry for ip when it is fresh and its holder is not
+// on this node's own TAP (local hosts answer for themselves). On a miss it
+// asks the DHT, so that the next request finds the answer.
+func (n *Node) knownNeighbor(ip netip.Addr, now time.Time) (arpEntry, bool) {
+	e, ok := n.svc.arp[ip]
+	if !ok || now.After(e.expires) {
+		n.svc.kv.Get(arpKey(ip), now, func(r dht.Result) {
+			switch {
+			case r.Status != dht.OK:
+			case ip.Is4() && len(r.Value) == 6:
+				n.learnARP(ip, arpEntry{mac: l2.MAC(r.Value)}, r.At)
+			case ip.Is6() && len(r.Value) == 7 && r.Value[6] <= 1:
+				n.learnARP(ip, arpEntry{mac: l2.MAC(r.Value[:6]), router: r.Value[6] == 1}, r.At)
+			}
+		})
+		return e, false
+	}
+	if where, known := n.learn.Lookup(e.mac); known && uint32(where.Port) == localPort {
+		return e, false
+	}
+	return e, true
+}
 
 // answerARP answers a local ARP request when the target's MAC is known
 // and the target is not local (local hosts answer themselves); on a miss
@@ -299,17 +368,8 @@ func (n *Node) answerARP(frame []byte, now time.Time) bool {
 	if err != nil || req.Op != l2.ARPRequest || req.SenderIP == req.TargetIP {
 		return false
 	}
-	e, ok := n.svc.arp[req.TargetIP]
-	if !ok || now.After(e.expires) {
-		ip := req.TargetIP
-		n.svc.kv.Get(arpKey(ip), now, func(r dht.Result) {
-			if r.Status == dht.OK && len(r.Value) == 6 {
-				n.learnARP(ip, l2.MAC(r.Value), r.At)
-			}
-		})
-		return false
-	}
-	if where, known := n.learn.Lookup(e.mac); known && uint32(where.Port) == localPort {
+	e, ok := n.knownNeighbor(req.TargetIP, now)
+	if !ok {
 		return false
 	}
 	reply := (l2.Ethernet{Dst: req.SenderMAC, Src: e.mac, EtherType: l2.EtherTypeARP}).AppendHeader(nil)
@@ -318,6 +378,34 @@ func (n *Node) answerARP(frame []byte, now time.Time) bool {
 		return false
 	}
 	n.stats.ARPAnswered.Add(1)
+	n.writeTAP(reply, l2.Offload{})
+	return true
+}
+
+// answerND answers, like answerARP, a neighbour solicitation from the TAP
+// for an IPv6 address whose holder the node knows. Duplicate address
+// detection (from the unspecified address) is left to the holder.
+func (n *Node) answerND(frame []byte, now time.Time) bool {
+	if !n.cfg.Services.ARPAnswer {
+		return false
+	}
+	nd, err := l2.ParseND(frame)
+	if err != nil || !nd.Eth.Dst.IsMulticast() || nd.Src.IsUnspecified() {
+		return false
+	}
+	ns, ok := nd.Message.(*ndp.NeighborSolicitation)
+	if !ok || ns.TargetAddress == nd.Src {
+		return false
+	}
+	e, ok := n.knownNeighbor(ns.TargetAddress, now)
+	if !ok {
+		return false
+	}
+	reply, err := l2.AppendNeighborAdvertisement(nil, nd.Eth.Src, nd.Src, e.mac, ns.TargetAddress, e.router)
+	if err != nil {
+		return false
+	}
+	n.stats.NDAnswered.Add(1)
 	n.writeTAP(reply, l2.Offload{})
 	return true
 }
@@ -382,6 +470,7 @@ type ServicesStatus struct {
 	Names       []vdns.RegisterResult `json:"names,omitempty"`
 	ARPEntries  int                   `json:"arp_entries"`
 	ARPAnswered uint64                `json:"arp_answered"`
+	NDAnswered  uint64                `json:"nd_answered"`
 	// Subnets are the container subnet claims, one per family; empty
 	// when services.subnets is off.
 	Subnets []SubnetStatus `json:"subnets,omitempty"`
@@ -428,7 +517,7 @@ func (s *servicesState) subnetStatus(cl *warrens.Claimer) SubnetStatus {
 
 func (n *Node) servicesStatus(now time.Time) ServicesStatus {
 	s := &n.svc
-	st := ServicesStatus{DHT: s.kv.Stats(), ARPEntries: len(s.arp), ARPAnswered: n.stats.ARPAnswered.Load()}
+	st := ServicesStatus{DHT: s.kv.Stats(), ARPEntries: len(s.arp), ARPAnswered: n.stats.ARPAnswered.Load(), NDAnswered: n.stats.NDAnswered.Load()}
 	if s.dhcp != nil {
 		ds := s.dhcp.Stats()
 		st.DHCP, st.Leases = &ds, s.dhcp.Leases(now)

@@ -41,6 +41,7 @@ type Stats struct {
 	Relayed                                        atomic.Uint64 // datagrams relayed for others
 	PunchProbes                                    atomic.Uint64 // extra ports probed for NATs with a port per destination
 	ARPAnswered                                    atomic.Uint64 // ARP requests answered locally: broadcasts saved
+	NDAnswered                                     atomic.Uint64 // IPv6 neighbour solicitations answered locally
 	RevocationsSent                                atomic.Uint64 // revocations passed on to neighbours
 }
 

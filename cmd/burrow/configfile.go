@@ -319,7 +319,8 @@ services:
     # upstream: []   # default: this machine's /etc/resolv.conf
     # Name this node registers (default: its certificate name).
     # name: ""
-  # Answer ARP requests for known addresses locally instead of flooding.
+  # Answer ARP requests and IPv6 neighbour solicitations for known
+  # addresses locally instead of flooding.
   # arp_answer: true
   subnets:
     # Claim a container subnet derived from the machine id (Warrens) and
