@@ -61,16 +61,17 @@ func ParseND(frame []byte) (ND, error) {
 	return nd, nil
 }
 
-// IsNeighborAdvertisement reports, without checking it further, whether a
-// frame looks like an IPv6 neighbour advertisement: cheap enough for every
-// frame of a flow, so that the rare advertisement can take the slow path.
-func IsNeighborAdvertisement(frame []byte) bool {
-	eth, err := ParseEthernet(frame)
-	if err != nil || eth.EtherType != EtherTypeIPv6 {
+// AnnouncesAddress reports, without checking it further, whether a frame
+// tells which MAC holds an address: ARP, or an IPv6 neighbour
+// advertisement. It is cheap enough for every frame of a flow, so that the
+// rare announcement can take the slow path, where the node learns from it.
+func AnnouncesAddress(frame []byte) bool {
+	etherType, off, err := parseLinkType(frame)
+	if err != nil {
 		return false
 	}
-	ip := frame[eth.PayloadOffset:]
-	return len(ip) > ipv6HeaderLen && ip[6] == protoICMPv6 && ip[7] == ndHopLimit && ip[ipv6HeaderLen] == icmpNeighborAdvertisement
+	ip := frame[off:]
+	return etherType == EtherTypeARP || etherType == EtherTypeIPv6 && len(ip) > ipv6HeaderLen && ip[6] == protoICMPv6 && ip[7] == ndHopLimit && ip[ipv6HeaderLen] == icmpNeighborAdvertisement
 }
 
 // LinkLayerAddress returns the source (for a solicitation) or target (for

@@ -63,3 +63,38 @@ func FuzzParseND(f *testing.F) {
 		nd.LinkLayerAddress()
 	})
 }
+
+func TestAnnouncesAddress(t *testing.T) {
+	na, _ := AppendNeighborAdvertisement(nil, MAC{2, 0, 0, 0, 0, 1}, ndAsker, MAC{2, 0, 0, 0, 0, 2}, ndTarget, false)
+	ns, _ := AppendND(nil, ND{Eth: Ethernet{Dst: MAC{0x33, 0x33, 0xff, 0, 0, 2}, Src: MAC{2, 0, 0, 0, 0, 1}}, Src: ndAsker,
+		Dst: netip.MustParseAddr("ff02::1:ff00:2"), Message: &ndp.NeighborSolicitation{TargetAddress: ndTarget}})
+	arp := (Ethernet{Dst: Broadcast, Src: MAC{2, 0, 0, 0, 0, 1}, EtherType: EtherTypeARP}).AppendHeader(nil)
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  bool
+	}{{"ARP", arp, true}, {"advertisement", na, true}, {"solicitation", ns, false}, {"TCP", bulkFrame(), false}, {"short", na[:20], false}} {
+		if got := AnnouncesAddress(c.frame); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+// bulkFrame is a full-sized IPv6 TCP frame.
+func bulkFrame() []byte {
+	frame := (Ethernet{Dst: MAC{2, 0, 0, 0, 0, 2}, Src: MAC{2, 0, 0, 0, 0, 1}, EtherType: EtherTypeIPv6}).AppendHeader(nil)
+	frame = append(frame, make([]byte, 1400)...)
+	frame[14], frame[14+6], frame[14+7] = 6<<4, 6, 64
+	return frame
+}
+
+// BenchmarkAnnouncesAddressBulkFrame is what deciding whether the core must
+// see a frame costs each frame of a flow.
+func BenchmarkAnnouncesAddressBulkFrame(b *testing.B) {
+	frame := bulkFrame()
+	for b.Loop() {
+		if AnnouncesAddress(frame) {
+			b.Fatal("a TCP frame announces an address")
+		}
+	}
+}

@@ -101,7 +101,10 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		return
 	}
 	r, ok := s.flows[key]
-	if !ok || snooped(frame) {
+	// The core learns addresses from ARP and neighbour advertisements (sent
+	// unicast, often on a flow already up, and the one place a host says it
+	// is a router), so they take the slow path even when a flow is up.
+	if !ok || l2.AnnouncesAddress(frame) {
 		if !ok && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key, frame) {
 			d.floodFromTAP(w, s, hdr, frame, now)
 			return
@@ -139,7 +142,7 @@ func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
 			return false
 		}
 	}
-	return !snooped(frame)
+	return !l2.AnnouncesAddress(frame)
 }
 
 // nextHop is where a flow's frames go now: its own port while that port's
@@ -493,7 +496,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 // it has not learned at this port and root (or learned long ago), or
 // what the core snoops (ARP, neighbour advertisements).
 func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
-	if snooped(m.Frame) {
+	if l2.AnnouncesAddress(m.Frame) {
 		return true
 	}
 	src := l2.MAC(m.Frame[6:12])
@@ -583,15 +586,6 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 	d.stats.Relayed.Add(1)
 	d.relay.count(in.link.Peer.ID, to.link.Peer.ID)
 	w.Tx.commit(dgram, to.link.Endpoint())
-}
-
-// snooped reports whether the core learns from a frame from the TAP, so
-// it must take the slow path even when a flow could carry it: ARP, and
-// IPv6 neighbour advertisements (sent unicast, usually on a flow already
-// up, and the one place a host says whether it is a router).
-func snooped(frame []byte) bool {
-	eth, err := l2.ParseEthernet(frame)
-	return err == nil && eth.EtherType == l2.EtherTypeARP || l2.IsNeighborAdvertisement(frame)
 }
 
 func clone(b []byte) []byte { return append([]byte(nil), b...) }
