@@ -62,16 +62,17 @@ func ParseND(frame []byte) (ND, error) {
 }
 
 // AnnouncesAddress reports, without checking it further, whether a frame
-// tells which MAC holds an address: ARP, or an IPv6 neighbour
-// advertisement. It is cheap enough for every frame of a flow, so that the
-// rare announcement can take the slow path, where the node learns from it.
+// tells which MAC holds an address or which groups a host listens to: ARP,
+// an IPv6 neighbour advertisement, an IGMP or MLD message. It is cheap
+// enough for every frame of a flow, so that the rare announcement can take
+// the slow path, where the node learns from it.
 func AnnouncesAddress(frame []byte) bool {
 	etherType, off, err := parseLinkType(frame)
 	if err != nil {
 		return false
 	}
 	ip := frame[off:]
-	return etherType == EtherTypeARP || etherType == EtherTypeIPv6 && len(ip) > ipv6HeaderLen && ip[6] == protoICMPv6 && ip[7] == ndHopLimit && ip[ipv6HeaderLen] == icmpNeighborAdvertisement
+	return etherType == EtherTypeARP || isGroupReport(etherType, ip) || etherType == EtherTypeIPv6 && len(ip) > ipv6HeaderLen && ip[6] == protoICMPv6 && ip[7] == ndHopLimit && ip[ipv6HeaderLen] == icmpNeighborAdvertisement
 }
 
 // LinkLayerAddress returns the source (for a solicitation) or target (for

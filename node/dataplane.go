@@ -482,7 +482,9 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 	if s.teaches(m, in.link.Port, now) {
 		w.Slow(Event{Kind: EventFloodSeen, Port: in.link.Port, Data: clone(plain)})
 	}
-	if d.admits(s, m.Frame, s.floodSource(m), now) {
+	if !s.deliversGroup(m.Frame) {
+		d.stats.MulticastPruned.Add(1)
+	} else if d.admits(s, m.Frame, s.floodSource(m), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {

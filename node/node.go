@@ -115,6 +115,7 @@ type Node struct {
 	reach     reachState
 	topo      topologyState
 	svc       servicesState
+	groups    groupsState
 	now       time.Time // time of the event being handled
 	// nextFirewallSweep is when the firewall next forgets idle connections.
 	nextFirewallSweep time.Time

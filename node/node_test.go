@@ -145,6 +145,7 @@ func TestGarbageOnlyMovesDropCounters(t *testing.T) {
 	a.node.Links().Send(a.node.Links().Links()[b.node.Self()], []byte{0}, w.now)
 	transport = bytes.Clone(w.queue[len(w.queue)-1].b)
 	w.drain()
+	onTAP := len(b.tap) // the node's own multicast queries
 	garbage := [][]byte{
 		{}, {0xB4}, make([]byte, 40), transport, // replay
 		append([]byte{0xB4, 0, 0, 0, 1, 2, 3, 4}, make([]byte, 40)...),
@@ -154,8 +155,8 @@ func TestGarbageOnlyMovesDropCounters(t *testing.T) {
 		b.node.Dataplane().FromNetwork(b.worker, link.UDPEndpoint(a.addr), g, w.now.UnixNano())
 	}
 	w.drain()
-	if len(b.tap) != 0 {
-		t.Fatalf("garbage reached the TAP: %d frames", len(b.tap))
+	if len(b.tap) != onTAP {
+		t.Fatalf("garbage reached the TAP: %d frames", len(b.tap)-onTAP)
 	}
 	drops := b.node.Stats().Drops()
 	var total uint64

@@ -421,6 +421,7 @@ func (n *Node) servicesTick(now time.Time) {
 	for _, cl := range s.claimers {
 		cl.Tick(now)
 	}
+	n.groupsTick(now)
 	for ip, e := range s.arp {
 		if now.After(e.expires) {
 			delete(s.arp, ip)

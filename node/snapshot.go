@@ -36,6 +36,9 @@ type snapshot struct {
 	// from another member's bridge with one as its source is spoofed.
 	owners    map[netip.Addr]nid.ID
 	macOwners map[l2.MAC]nid.ID
+	// groups are the multicast groups some host reported, true where one
+	// behind this node listens (groups.go).
+	groups map[netip.Addr]bool
 }
 
 // MACFor derives a node's stable, locally administered TAP MAC from its ID,
@@ -194,7 +197,8 @@ const (
 	dirtyLinks dirtyParts = 1 << iota
 	dirtyFlows
 	dirtyMACs
-	dirtyAll = dirtyLinks | dirtyFlows | dirtyMACs
+	dirtyGroups
+	dirtyAll = dirtyLinks | dirtyFlows | dirtyMACs | dirtyGroups
 )
 
 func (n *Node) publish() {
@@ -223,6 +227,11 @@ func (n *Node) publish() {
 		})
 	} else {
 		s.macs = prev.macs
+	}
+	if prev == nil || n.dirty&dirtyGroups != 0 {
+		n.publishGroups(s)
+	} else {
+		s.groups = prev.groups
 	}
 	n.snap.Store(s)
 	n.dirty = 0

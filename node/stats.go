@@ -42,6 +42,7 @@ type Stats struct {
 	PunchProbes                                    atomic.Uint64 // extra ports probed for NATs with a port per destination
 	ARPAnswered                                    atomic.Uint64 // ARP requests answered locally: broadcasts saved
 	NDAnswered                                     atomic.Uint64 // IPv6 neighbour solicitations answered locally
+	MulticastPruned                                atomic.Uint64 // group frames kept from the TAP: no host here listens
 	RevocationsSent                                atomic.Uint64 // revocations passed on to neighbours
 }
 

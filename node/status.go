@@ -26,6 +26,7 @@ type Status struct {
 	Relayed     uint64            `json:"relayed_for_others"`
 	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
 	Services    ServicesStatus    `json:"services"`
+	Groups      GroupsStatus      `json:"groups"`
 	// Revoked are the members the CA revoked that this node knows of.
 	Revoked []RevokedNode `json:"revoked,omitempty"`
 	// Firewall is nil when the node has none.
@@ -145,6 +146,7 @@ func (n *Node) Status() Status {
 	st.Relayed = n.stats.Relayed.Load()
 	st.RelayPairs = n.dp.relay.snapshot()
 	st.Services = n.servicesStatus(n.now)
+	st.Groups = n.groupsStatus()
 	return st
 }
 

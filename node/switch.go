@@ -70,6 +70,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		return // nothing is learned from it either: not where src lives, not its ARP
 	}
 	n.snoopARP(frame, in, now)
+	if in == localPort {
+		n.snoopGroups(frame, n.self, now)
+	}
 	if in == localPort && n.serveLocal(frame, now) {
 		return
 	}
@@ -335,6 +338,7 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 		n.learnMAC(src, flood.Port(port), m.Root, now)
 	}
 	n.snoopARP(m.Frame, port, now)
+	n.snoopGroups(m.Frame, m.Root, now)
 }
 
 // advertiseLeaves tells a new neighbour which MACs live behind this bridge.

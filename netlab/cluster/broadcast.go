@@ -182,6 +182,21 @@ func startCapture(node *Node, direction, filter string) (*netlab.Process, error)
 	return node.Host.Start("tcpdump", "--immediate-mode", "-tt", "-n", "-l", "-i", node.Config.TAP.Name, "-Q", direction, filter)
 }
 
+// Capture runs tcpdump on the node's TAP for the frames of one direction
+// ("in" or "out") that match filter, a line each in the process's log, and
+// returns once it listens.
+func (node *Node) Capture(ctx context.Context, direction, filter string) (*netlab.Process, error) {
+	p, err := startCapture(node, direction, filter)
+	if err != nil {
+		return nil, err
+	}
+	if err := WaitFor(ctx, "tcpdump to listen ("+p.LogPath()+")", func() bool { return listening(p) }); err != nil {
+		p.Stop()
+		return nil, err
+	}
+	return p, nil
+}
+
 // listening says tcpdump has attached to its interface.
 func listening(p *netlab.Process) bool {
 	data, err := os.ReadFile(p.LogPath())
