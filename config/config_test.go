@@ -56,6 +56,7 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "tap: {mac: \"01:00:5e:00:00:01\"}\n", "tap.mac"},
 		{minimal + "tap: {addresses: [10.0.0.1]}\n", "tap.addresses[0]"},
 		{minimal + "tap: {queues: 99}\n", "tap.queues"},
+		{minimal + "tap: {local_dhcp: true}\n", "tap.local_dhcp"},
 		{minimal + "peers: [{endpoint: nowhere}]\n", "peers[0].endpoint"},
 		{minimal + "peers: [{endpoint: 192.0.2.1:1, public_key: short}]\n", "peers[0].public_key"},
 		{minimal + "links: {keepalive: 2s, dead_after: 3s}\n", "links.dead_after"},

@@ -26,6 +26,10 @@ type TAP struct {
 	// so hosts and containers on the bridge share the virtual Ethernet;
 	// addresses then go on the bridge.
 	Bridge string `yaml:"bridge"`
+	// LocalDHCP says a DHCP server on the bridged LAN serves its hosts:
+	// DHCP then stays on this side of the overlay, both ways, and this
+	// node's own DHCP server does not answer (IPOP's router mode).
+	LocalDHCP bool `yaml:"local_dhcp"`
 
 	Prefixes  []netip.Prefix `yaml:"-"`
 	MACAddr   l2.MAC         `yaml:"-"`

@@ -151,6 +151,9 @@ func (t *TAP) validate() error {
 		}
 		t.Prefixes = append(t.Prefixes, p)
 	}
+	if t.LocalDHCP && t.Bridge == "" {
+		return fieldErr("tap.local_dhcp", "needs tap.bridge: only a bridged LAN can have a DHCP server of its own")
+	}
 	if t.Queues < 0 || t.Queues > 16 {
 		return fieldErr("tap.queues", "%d is out of range 0..16 (0 = one per CPU)", t.Queues)
 	}

@@ -6,6 +6,7 @@ import (
 	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
+	"burrow/l2/udp4"
 	"burrow/link"
 	"burrow/nid"
 	"burrow/wire"
@@ -484,6 +485,8 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 	}
 	if !s.deliversGroup(m.Frame) {
 		d.stats.MulticastPruned.Add(1)
+	} else if s.localDHCP && udp4.IsDHCP(m.Frame) {
+		d.stats.DHCPKeptLocal.Add(1)
 	} else if d.admits(s, m.Frame, s.floodSource(m), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})

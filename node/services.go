@@ -31,6 +31,10 @@ type ServicesConfig struct {
 	// ARPAnswer answers ARP requests and IPv6 neighbour solicitations from
 	// the TAP for addresses the node knows, instead of flooding them.
 	ARPAnswer bool
+	// LocalDHCP keeps DHCP off the overlay: the LAN bridged to the TAP has
+	// a server of its own. Its hosts' requests are not flooded (nor
+	// answered by this node), and other members' are not delivered here.
+	LocalDHCP bool
 	// Subnets claims self-assigned container subnets (Warrens); OnSubnet
 	// is told when a claim changes, to configure the local bridge.
 	Subnets  []warrens.ClaimConfig
@@ -472,6 +476,8 @@ type ServicesStatus struct {
 	ARPEntries  int                   `json:"arp_entries"`
 	ARPAnswered uint64                `json:"arp_answered"`
 	NDAnswered  uint64                `json:"nd_answered"`
+	// DHCPKeptLocal counts DHCP frames kept off the overlay (tap.local_dhcp).
+	DHCPKeptLocal uint64 `json:"dhcp_kept_local,omitempty"`
 	// Subnets are the container subnet claims, one per family; empty
 	// when services.subnets is off.
 	Subnets []SubnetStatus `json:"subnets,omitempty"`
@@ -518,7 +524,8 @@ func (s *servicesState) subnetStatus(cl *warrens.Claimer) SubnetStatus {
 
 func (n *Node) servicesStatus(now time.Time) ServicesStatus {
 	s := &n.svc
-	st := ServicesStatus{DHT: s.kv.Stats(), ARPEntries: len(s.arp), ARPAnswered: n.stats.ARPAnswered.Load(), NDAnswered: n.stats.NDAnswered.Load()}
+	st := ServicesStatus{DHT: s.kv.Stats(), ARPEntries: len(s.arp), ARPAnswered: n.stats.ARPAnswered.Load(), NDAnswered: n.stats.NDAnswered.Load(),
+		DHCPKeptLocal: n.stats.DHCPKeptLocal.Load()}
 	if s.dhcp != nil {
 		ds := s.dhcp.Stats()
 		st.DHCP, st.Leases = &ds, s.dhcp.Leases(now)

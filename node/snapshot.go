@@ -39,6 +39,8 @@ type snapshot struct {
 	// groups are the multicast groups some host reported, true where one
 	// behind this node listens (groups.go).
 	groups map[netip.Addr]bool
+	// localDHCP keeps other members' DHCP from the TAP (LocalDHCP).
+	localDHCP bool
 }
 
 // MACFor derives a node's stable, locally administered TAP MAC from its ID,
@@ -203,7 +205,7 @@ const (
 
 func (n *Node) publish() {
 	prev := n.snap.Load()
-	s := &snapshot{self: n.self}
+	s := &snapshot{self: n.self, localDHCP: n.cfg.Services.LocalDHCP}
 	if prev == nil {
 		s.serviceMACs = n.serviceMACs()
 	} else {

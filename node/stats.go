@@ -43,6 +43,7 @@ type Stats struct {
 	ARPAnswered                                    atomic.Uint64 // ARP requests answered locally: broadcasts saved
 	NDAnswered                                     atomic.Uint64 // IPv6 neighbour solicitations answered locally
 	MulticastPruned                                atomic.Uint64 // group frames kept from the TAP: no host here listens
+	DHCPKeptLocal                                  atomic.Uint64 // DHCP frames kept from crossing the overlay (services.LocalDHCP)
 	RevocationsSent                                atomic.Uint64 // revocations passed on to neighbours
 }
 

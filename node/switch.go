@@ -6,6 +6,7 @@ import (
 	"burrow/firewall"
 	"burrow/flood"
 	"burrow/l2"
+	"burrow/l2/udp4"
 	"burrow/link"
 	"burrow/nid"
 	"burrow/wire"
@@ -72,6 +73,10 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	n.snoopARP(frame, in, now)
 	if in == localPort {
 		n.snoopGroups(frame, n.self, now)
+		if n.cfg.Services.LocalDHCP && udp4.IsDHCP(frame) {
+			n.stats.DHCPKeptLocal.Add(1)
+			return // the LAN's own server answers; the overlay never sees it
+		}
 	}
 	if in == localPort && n.serveLocal(frame, now) {
 		return

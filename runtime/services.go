@@ -25,7 +25,7 @@ import (
 // servicesConfig turns the config's services section into the core's.
 func (d *Daemon) servicesConfig(cfg *config.Config) (node.ServicesConfig, error) {
 	s := cfg.Services
-	out := node.ServicesConfig{DHT: dht.Config{}, ARPAnswer: s.ARPOn}
+	out := node.ServicesConfig{DHT: dht.Config{}, ARPAnswer: s.ARPOn, LocalDHCP: cfg.TAP.LocalDHCP}
 	// Every node answers for the service address with the same MAC, so a
 	// client keeps a valid ARP entry wherever it moves in the network.
 	sum := sha256.Sum256([]byte("burrow services " + cfg.Network))

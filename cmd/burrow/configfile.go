@@ -227,6 +227,9 @@ tap:
   # Attach the device to this Linux bridge (created if missing); hosts and
   # containers on the bridge join the virtual Ethernet, addresses go on it.
   # bridge: ""
+  # The bridged LAN has a DHCP server of its own: DHCP stays on this side
+  # of the overlay both ways, and this node's DHCP server does not answer.
+  # local_dhcp: false
 
 # Nodes to always keep a link to, besides those the overlay chooses;
 # public_key optionally pins the node's key (from 'burrow key show').

@@ -69,6 +69,13 @@ func Peek(frame []byte) (netip.AddrPort, bool) {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte(frame[ip+16:ip+20])), binary.BigEndian.Uint16(frame[udp+2:])), true
 }
 
+// IsDHCP reports whether a frame is DHCP for IPv4: UDP to a server's port
+// (67) or a client's (68).
+func IsDHCP(frame []byte) bool {
+	dst, ok := Peek(frame)
+	return ok && (dst.Port() == 67 || dst.Port() == 68)
+}
+
 // Parse reads a UDP datagram from an untagged Ethernet frame.
 func Parse(frame []byte) (Datagram, error) {
 	var d Datagram
