@@ -191,6 +191,11 @@ type Config struct {
 	// OwnerQuota bounds the live records one owner may hold across the
 	// ring; each primary enforces its share of it.
 	OwnerQuota int
+	// Shared, when set, names the keys any authorised member may write,
+	// not only the record's owner: for such a key it reports whether the
+	// member with this certificate, for this key, may. Others' writes to
+	// it are denied.
+	Shared func(key string, cert []byte, writer [32]byte, now time.Time) (shared, allowed bool)
 }
 
 // Defaults.

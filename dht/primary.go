@@ -117,6 +117,18 @@ func (p *Participant) execute(r *request, now time.Time) {
 	rec := p.records[r.msg.Key]
 	live := rec != nil && rec.live(now)
 	origin := r.msg.Origin
+	shared := false
+	if p.cfg.Shared != nil && r.msg.Op != opGet {
+		var allowed bool
+		var writer [32]byte
+		if r.msg.Proof != nil {
+			writer = r.msg.Proof.Key
+		}
+		if shared, allowed = p.cfg.Shared(r.msg.Key, r.msg.Cert, writer, now); shared && !allowed {
+			p.respond(r, Denied, nil, now)
+			return
+		}
+	}
 	answer := func(st Status, found *record) {
 		if !r.checked {
 			p.check(r, rec, now)
@@ -142,7 +154,7 @@ func (p *Participant) execute(r *request, now time.Time) {
 			return
 		}
 	case opPut:
-		if live && rec.owner != origin {
+		if live && rec.owner != origin && !shared {
 			answer(Denied, rec)
 			return
 		}
@@ -151,7 +163,7 @@ func (p *Participant) execute(r *request, now time.Time) {
 			answer(NotFound, nil)
 			return
 		}
-		if rec.owner != origin {
+		if rec.owner != origin && !shared {
 			answer(Denied, rec)
 			return
 		}

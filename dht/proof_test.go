@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,4 +219,32 @@ func settle(t *testing.T, r *simRing, what string, o *outcome, st Status) *outco
 	r.wait(o)
 	expect(t, what, o, st)
 	return o
+}
+
+// TestSharedKeysTakeAnyAuthorisedWriter: a key the configuration shares
+// (a network-wide setting) is written and overwritten by any member it
+// authorises, whoever wrote it before, and by no one else.
+func TestSharedKeysTakeAnyAuthorisedWriter(t *testing.T) {
+	authorised := map[string]bool{}
+	cfg := testConfig()
+	cfg.Shared = func(key string, cert []byte, _ [32]byte, now time.Time) (bool, bool) {
+		return strings.HasPrefix(key, "net:"), authorised[string(cert)]
+	}
+	r := newTestRing(t, 27, 8, cfg)
+	nodes := r.live()
+	admin1, admin2, member, reader := nodes[1], nodes[4], nodes[6], nodes[2]
+	authorised[string(r.certs[admin1.id])], authorised[string(r.certs[admin2.id])] = true, true
+
+	settle(t, r, "the first admin's Put", put(admin1, "net:settings", "mtu=1400", time.Minute), OK)
+	settle(t, r, "the second admin's Put over it", put(admin2, "net:settings", "mtu=1300", time.Minute), OK)
+	mustRead(t, r, reader, "net:settings", "mtu=1300", admin2.id)
+	settle(t, r, "a member's Put", put(member, "net:settings", "mtu=9000", time.Minute), Denied)
+	settle(t, r, "a member's Delete", del(member, "net:settings"), Denied)
+	settle(t, r, "a member's Put of a key of its own", put(member, "net:other", "x", time.Minute), Denied)
+	mustRead(t, r, reader, "net:settings", "mtu=1300", admin2.id)
+	settle(t, r, "the first admin's Delete", del(admin1, "net:settings"), OK)
+	settle(t, r, "Get after it", get(reader, "net:settings"), NotFound)
+	// Other keys keep their owner.
+	settle(t, r, "a name", put(member, "name:m", "10.0.0.9", time.Minute), OK)
+	settle(t, r, "an admin's Put over it", put(admin1, "name:m", "10.6.6.6", time.Minute), Denied)
 }

@@ -34,6 +34,7 @@ package ipam
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"hash/fnv"
 	"io"
@@ -46,6 +47,7 @@ import (
 
 	"github.com/insomniacslk/dhcp/dhcpv4"
 	"github.com/insomniacslk/dhcp/iana"
+	"github.com/insomniacslk/dhcp/rfc1035label"
 
 	"burrow/dht"
 	"burrow/l2"
@@ -120,7 +122,28 @@ type Server struct {
 	leases   map[l2.MAC]Lease
 	buf      []byte
 	stats    Stats
+	network  NetworkOptions
 }
+
+// NetworkOptions are what the whole network sets for its DHCP clients
+// (burrow network set): they take the place of the server's own gateway
+// and domain, and add an interface MTU and static routes.
+type NetworkOptions struct {
+	Router       netip.Addr
+	DomainSearch string
+	MTU          int
+	Routes       []Route
+}
+
+// Route is a static route a client is given (RFC 3442).
+type Route struct {
+	Prefix netip.Prefix
+	Via    netip.Addr
+}
+
+// SetNetworkOptions replaces the network-wide options; later replies carry
+// them.
+func (s *Server) SetNetworkOptions(o NetworkOptions) { s.network = o }
 
 // client is a client with an exchange in progress or recently finished.
 type client struct {
@@ -605,14 +628,37 @@ func (s *Server) reply(req *dhcpv4.DHCPv4, typ dhcpv4.MessageType, ip netip.Addr
 		}
 		r.UpdateOption(dhcpv4.OptSubnetMask(s.mask))
 		r.UpdateOption(dhcpv4.OptBroadcastAddress(s.bcast.AsSlice()))
-		if s.cfg.Gateway.IsValid() {
-			r.UpdateOption(dhcpv4.OptRouter(s.cfg.Gateway.AsSlice()))
+		gateway, domain := s.cfg.Gateway, s.cfg.Domain
+		if s.network.Router.IsValid() {
+			gateway = s.network.Router
+		}
+		if s.network.DomainSearch != "" {
+			domain = s.network.DomainSearch
+			r.UpdateOption(dhcpv4.OptDomainSearch(&rfc1035label.Labels{Labels: []string{domain}}))
+		}
+		if gateway.IsValid() {
+			r.UpdateOption(dhcpv4.OptRouter(gateway.AsSlice()))
 		}
 		if s.cfg.DNS.IsValid() {
 			r.UpdateOption(dhcpv4.OptDNS(s.cfg.DNS.AsSlice()))
 		}
-		if s.cfg.Domain != "" {
-			r.UpdateOption(dhcpv4.OptDomainName(s.cfg.Domain))
+		if domain != "" {
+			r.UpdateOption(dhcpv4.OptDomainName(domain))
+		}
+		if mtu := s.network.MTU; mtu > 0 {
+			r.UpdateOption(dhcpv4.OptGeneric(dhcpv4.OptionInterfaceMTU, binary.BigEndian.AppendUint16(nil, uint16(mtu))))
+		}
+		if len(s.network.Routes) > 0 {
+			// A client given classless routes ignores the router option
+			// (RFC 3442), so the default route goes among them.
+			var routes []*dhcpv4.Route
+			for _, rt := range s.network.Routes {
+				routes = append(routes, &dhcpv4.Route{Dest: &net.IPNet{IP: rt.Prefix.Addr().AsSlice(), Mask: net.CIDRMask(rt.Prefix.Bits(), 32)}, Router: rt.Via.AsSlice()})
+			}
+			if gateway.IsValid() {
+				routes = append(routes, &dhcpv4.Route{Dest: &net.IPNet{IP: net.IPv4zero.To4(), Mask: net.CIDRMask(0, 32)}, Router: gateway.AsSlice()})
+			}
+			r.UpdateOption(dhcpv4.OptClasslessStaticRoute(routes...))
 		}
 		if lease > 0 {
 			r.UpdateOption(dhcpv4.OptIPAddressLeaseTime(lease))

@@ -631,3 +631,24 @@ func BenchmarkHandleFrameNotDHCP(b *testing.B) {
 		s.HandleFrame(frame, start)
 	}
 }
+
+// TestNetworkOptionsReachClients: what the network sets (router, search
+// domain, MTU, a static route) is in the ACK, with the default route among
+// the classless routes.
+func TestNetworkOptionsReachClients(t *testing.T) {
+	r := newRig(t, 1, 1, baseConfig())
+	router := netip.MustParseAddr("10.5.0.9")
+	r.servers[0].SetNetworkOptions(NetworkOptions{Router: router, DomainSearch: "corp.example", MTU: 1280,
+		Routes: []Route{{Prefix: netip.MustParsePrefix("10.20.0.0/16"), Via: netip.MustParseAddr("10.5.0.7")}}})
+	c := r.addClient(1, 0)
+	r.bindAll()
+	ack := c.replies[len(c.replies)-1]
+	mtu := ack.Options.Get(dhcpv4.OptionInterfaceMTU)
+	routes := ack.ClasslessStaticRoute()
+	if c.state != "bound" || !ack.Router()[0].Equal(router.AsSlice()) || ack.DomainName() != "corp.example" ||
+		len(ack.DomainSearch().Labels) != 1 || ack.DomainSearch().Labels[0] != "corp.example" ||
+		len(mtu) != 2 || int(mtu[0])<<8|int(mtu[1]) != 1280 || len(routes) != 2 ||
+		routes[0].String() != "route to 10.20.0.0/16 via 10.5.0.7" || routes[1].String() != "route to 0.0.0.0/0 via 10.5.0.9" {
+		t.Fatalf("ACK: %v (routes %v)", ack.Summary(), routes)
+	}
+}

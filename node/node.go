@@ -116,6 +116,7 @@ type Node struct {
 	topo      topologyState
 	svc       servicesState
 	groups    groupsState
+	settings  settingsState
 	now       time.Time // time of the event being handled
 	// nextFirewallSweep is when the firewall next forgets idle connections.
 	nextFirewallSweep time.Time

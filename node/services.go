@@ -143,6 +143,9 @@ func (n *Node) initServices(now time.Time) error {
 	if c.DHT.Auth == nil {
 		c.DHT.Auth = (*dhtAuthority)(n)
 	}
+	if c.DHT.Shared == nil {
+		c.DHT.Shared = n.sharedSettings
+	}
 	kv, err := dht.New((*dhtEnv)(n), c.DHT, now)
 	if err != nil {
 		return err
@@ -426,6 +429,9 @@ func (n *Node) servicesTick(now time.Time) {
 		cl.Tick(now)
 	}
 	n.groupsTick(now)
+	if s.started {
+		n.settingsTick(now)
+	}
 	for ip, e := range s.arp {
 		if now.After(e.expires) {
 			delete(s.arp, ip)

@@ -27,6 +27,8 @@ type Status struct {
 	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
 	Services    ServicesStatus    `json:"services"`
 	Groups      GroupsStatus      `json:"groups"`
+	// Settings are the network-wide settings in force here, when any are.
+	Settings *SettingsStatus `json:"settings,omitempty"`
 	// Revoked are the members the CA revoked that this node knows of.
 	Revoked []RevokedNode `json:"revoked,omitempty"`
 	// Firewall is nil when the node has none.
@@ -147,6 +149,9 @@ func (n *Node) Status() Status {
 	st.RelayPairs = n.dp.relay.snapshot()
 	st.Services = n.servicesStatus(n.now)
 	st.Groups = n.groupsStatus()
+	if cur := n.settings.current; cur.SetBy != "" {
+		st.Settings = &cur
+	}
 	return st
 }
 

@@ -107,6 +107,15 @@ type Request struct {
 	DHT *DHTRequest `json:"dht,omitempty"`
 	// Firewall is the question of command "firewall-check".
 	Firewall *FirewallQuery `json:"firewall,omitempty"`
+	// Setting is the change of command "network-set": a network-wide
+	// setting and its new value, empty to remove it.
+	Setting *SettingChange `json:"setting,omitempty"`
+}
+
+// SettingChange changes one network-wide setting.
+type SettingChange struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // DHTRequest is one operation on the network's DHT, made in this node's
@@ -140,6 +149,8 @@ type Response struct {
 	DHT *DHTAnswer `json:"dht,omitempty"`
 	// Firewall answers "firewall-check".
 	Firewall *FirewallAnswer `json:"firewall,omitempty"`
+	// Settings answers "network-set": the settings now in force.
+	Settings *node.NetworkSettings `json:"settings,omitempty"`
 }
 
 // DHT runs one operation on the DHT in this node's name and waits for the
@@ -174,6 +185,24 @@ func (d *Daemon) DHT(req DHTRequest) (DHTAnswer, error) {
 		a.Owner = r.Owner.String()
 	}
 	return a, nil
+}
+
+// ChangeSetting changes one network-wide setting in this node's name and
+// waits for the DHT to take it.
+func (d *Daemon) ChangeSetting(c SettingChange) (node.NetworkSettings, error) {
+	type answer struct {
+		s   node.NetworkSettings
+		err error
+	}
+	answered := make(chan answer, 1)
+	err := d.call(func() {
+		d.node.ChangeSetting(c.Name, c.Value, time.Now(), func(s node.NetworkSettings, err error) { answered <- answer{s, err} })
+	})
+	if err != nil {
+		return node.NetworkSettings{}, err
+	}
+	a := <-answered
+	return a.s, a.err
 }
 
 // Topology returns the overlay map, and keeps the crawl behind it going
@@ -253,6 +282,13 @@ func (s *controlServer) handle(c net.Conn) {
 			}
 			a, err := s.d.CheckFirewall(*req.Firewall)
 			reply(&resp, &resp.Firewall, a, err)
+		case "network-set":
+			if req.Setting == nil {
+				resp.Error = "network-set: no setting given"
+				break
+			}
+			s, err := s.d.ChangeSetting(*req.Setting)
+			reply(&resp, &resp.Settings, s, err)
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)
 			if err != nil {

@@ -60,6 +60,12 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	}
 	kv := st.Services.DHT
 	fmt.Fprintf(w, "dht       %d records (%d as primary); refused %d forged or replayed writes, copies and answers\n", kv.Records, kv.Primary, kv.Forged)
+	if s := st.Settings; s != nil {
+		fmt.Fprintf(w, "settings  %s (set by %.8s)\n", settingsSummary(s.NetworkSettings), s.SetBy)
+	}
+	if g := st.Groups; len(g.Reported) > 0 {
+		fmt.Fprintf(w, "multicast %d groups with listeners, %d here; kept %d group frames from the TAP\n", len(g.Reported), len(g.Local), g.Pruned)
+	}
 	if ov := st.Overlay; ov.Enabled {
 		kinds := map[string]int{}
 		for _, l := range ov.Links {
