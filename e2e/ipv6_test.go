@@ -12,8 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"burrow/config"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
+	"burrow/warrens"
 )
 
 // ulaPrefix is the unique local prefix the router advertises.
@@ -193,4 +195,70 @@ func withZone(addr netip.Addr, from *cluster.Node) netip.Addr {
 		return addr.WithZone(from.Config.TAP.Name)
 	}
 	return addr
+}
+
+// TestIPv6ContainerSubnetsAcrossNATs: two members behind an
+// endpoint-independent and a symmetric NAT claim Warrens IPv6 container
+// subnets; a container on each (a namespace on the node's container
+// bridge) pings the other's over the virtual Ethernet. Each node answers
+// its kernel's neighbour solicitations for the other subnet's addresses
+// with the MAC of the member that claimed it.
+func TestIPv6ContainerSubnetsAcrossNATs(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "c1": netlab.Symmetric})
+	members := []*cluster.Node{n.nodes["a"], n.nodes["c1"]}
+	for i, node := range members {
+		idFile := filepath.Join(node.Dir, "machine-id")
+		if err := os.WriteFile(idFile, []byte(fmt.Sprintf("%032x\n", i+1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		node.Config.Services.Subnets = config.SubnetConfig{Enabled: true, Families: []string{"ipv6"}, MachineID: idFile}
+	}
+	startAll(t, n.net)
+	ctx := ctxFor(t, 90*time.Second)
+	var containers []*netlab.Host
+	var addrs []netip.Addr
+	for i, node := range members {
+		var subnet netip.Prefix
+		if err := cluster.WaitFor(ctx, node.Name+"'s IPv6 subnet claim", func() bool {
+			st, err := node.Status()
+			if err != nil {
+				return false
+			}
+			for _, s := range st.Services.Subnets {
+				if s.State == warrens.Claimed.String() && s.Prefix.Addr().Is6() {
+					subnet = s.Prefix
+				}
+			}
+			return subnet.IsValid()
+		}); err != nil {
+			t.Fatal(err)
+		}
+		c, err := node.Host.AddContainer(fmt.Sprintf("ctr6-%d", i), "bw-cni0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, _ := warrens.Containers(subnet)
+		for _, args := range [][]string{
+			{"-6", "addr", "add", netip.PrefixFrom(first, subnet.Bits()).String(), "dev", "eth0", "nodad"},
+			{"-6", "route", "add", "default", "via", warrens.Bridge(subnet).String()},
+		} {
+			if out, err := c.Run(ctx, "ip", args...); err != nil {
+				t.Fatalf("%s: ip %v: %v %s", c.Name, args, err, out)
+			}
+		}
+		t.Logf("%s claimed %v; its container is %v", node.Name, subnet, first)
+		containers, addrs = append(containers, c), append(addrs, first)
+	}
+	for i := range 2 {
+		to := addrs[1-i]
+		if err := cluster.WaitFor(ctx, fmt.Sprintf("container %d to ping %v", i, to), func() bool {
+			r, err := netlab.Ping(ctx, containers[i], to, 1, 200*time.Millisecond)
+			return err == nil && r.Received == 1
+		}); err != nil {
+			t.Error(err)
+		}
+	}
+	if r, err := netlab.Ping(ctx, containers[0], addrs[1], 20, 10*time.Millisecond); err != nil || r.Received != 20 {
+		t.Errorf("a burst between the containers: %+v %v", r, err)
+	}
 }

@@ -406,6 +406,7 @@ func (n *Node) answerND(frame []byte, now time.Time) bool {
 	}
 	e, ok := n.knownNeighbor(ns.TargetAddress, now)
 	if !ok {
+		n.findSubnetHolder(ns.TargetAddress, now)
 		return false
 	}
 	reply, err := l2.AppendNeighborAdvertisement(nil, nd.Eth.Src, nd.Src, e.mac, ns.TargetAddress, e.router)
@@ -415,6 +416,24 @@ func (n *Node) answerND(frame []byte, now time.Time) bool {
 	n.stats.NDAnswered.Add(1)
 	n.writeTAP(reply, l2.Offload{})
 	return true
+}
+
+// findSubnetHolder looks up, for an address in a member's Warrens IPv6
+// container subnet, the member that claimed the subnet: it routes the
+// subnet, so it is the address's neighbour, at its TAP's MAC (MACFor). The
+// next solicitation for the address is then answered. Linux proxies
+// neighbour discovery only address by address, so without this the
+// kernels of other members could not reach a subnet's containers.
+func (n *Node) findSubnetHolder(target netip.Addr, now time.Time) {
+	if !warrens.Range(warrens.IPv6).Contains(target) {
+		return
+	}
+	key := warrens.Key(netip.PrefixFrom(target, warrens.IPv6Bits).Masked())
+	n.svc.kv.Get(key, now, func(r dht.Result) {
+		if r.Status == dht.OK && r.Owner != n.self {
+			n.learnARP(target, arpEntry{mac: MACFor(r.Owner), router: true}, r.At)
+		}
+	})
 }
 
 func (n *Node) servicesTick(now time.Time) {

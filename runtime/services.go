@@ -153,11 +153,17 @@ func (d *Daemon) configureSubnet(st warrens.Status) {
 	if st.Prefix.Addr().Is6() {
 		family = "ipv6"
 	}
-	for _, knob := range []string{
+	knobs := []string{
 		fmt.Sprintf("/proc/sys/net/%s/conf/%s/forwarding", family, d.dev.Name()),
 		fmt.Sprintf("/proc/sys/net/%s/conf/%s/forwarding", family, name),
 		fmt.Sprintf("/proc/sys/net/ipv4/conf/%s/proxy_arp", d.dev.Name()),
-	} {
+	}
+	if family == "ipv6" {
+		// Linux forwards IPv6 only with forwarding on for all interfaces;
+		// the per-interface knob only makes one act as a router's.
+		knobs = append(knobs, "/proc/sys/net/ipv6/conf/all/forwarding")
+	}
+	for _, knob := range knobs {
 		os.WriteFile(knob, []byte("1"), 0o644)
 	}
 	d.log.Info("container subnet ready", "subnet", st.Prefix, "bridge", name, "bridge_address", addr)
