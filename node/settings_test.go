@@ -1,0 +1,53 @@
+package node
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+func TestSettingsAreCheckedAndNamed(t *testing.T) {
+	var s NetworkSettings
+	for _, c := range [][2]string{{"mtu", "1400"}, {"dns_search", "corp.example"}, {"router", "10.99.0.1"}, {"route:10.20.0.0/16", "10.99.0.7"}} {
+		if err := s.Set(c[0], c[1]); err != nil {
+			t.Fatalf("%s %s: %v", c[0], c[1], err)
+		}
+	}
+	if err := s.valid(); err != nil {
+		t.Fatal(err)
+	}
+	o := s.dhcpOptions()
+	if o.MTU != 1400 || o.DomainSearch != "corp.example" || o.Router != netip.MustParseAddr("10.99.0.1") ||
+		len(o.Routes) != 1 || o.Routes[0].Prefix != netip.MustParsePrefix("10.20.0.0/16") || o.Routes[0].Via != netip.MustParseAddr("10.99.0.7") {
+		t.Fatalf("DHCP options %+v", o)
+	}
+	for _, c := range [][3]string{
+		{"mtu", "90000", "mtu:"}, {"mtu", "big", "mtu:"}, {"dns_search", "not a domain", "dns_search:"},
+		{"router", "fd00::1", "router:"}, {"route:10.20.0.1/16", "10.99.0.7", "route:10.20.0.1/16"},
+		{"route:0.0.0.0/0", "10.99.0.7", "router setting"}, {"route:10.20.0.0/16", "nowhere", "gateway"},
+		{"colour", "blue", "not a setting"},
+	} {
+		before := s
+		if err := s.Set(c[0], c[1]); err == nil || !strings.Contains(err.Error(), c[2]) {
+			t.Errorf("%s %s: %v, want an error naming %q", c[0], c[1], err, c[2])
+		}
+		if s.MTU != before.MTU || s.DNSSearch != before.DNSSearch || s.Router != before.Router || len(s.Routes) != len(before.Routes) {
+			t.Errorf("%s %s: a refused value changed the settings", c[0], c[1])
+		}
+	}
+	for _, name := range []string{"mtu", "route:10.20.0.0/16"} {
+		if err := s.Set(name, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if s.MTU != 0 || len(s.Routes) != 0 {
+		t.Fatalf("after unsetting: %+v", s)
+	}
+	// A record read from the DHT is held to the same rules.
+	if err := (NetworkSettings{MTU: 70000}).valid(); err == nil {
+		t.Error("a record with an MTU of 70000 passed")
+	}
+	if err := (NetworkSettings{Routes: map[string]string{"10.0.0.0/8": "fd00::1"}}).valid(); err == nil {
+		t.Error("a record with an IPv6 gateway passed")
+	}
+}
