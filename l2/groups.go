@@ -3,35 +3,38 @@ package l2
 import (
 	"encoding/binary"
 	"errors"
-	"net"
 	"net/netip"
-
-	"github.com/google/gopacket"
-	"github.com/google/gopacket/layers"
 )
 
-// Multicast group membership: IGMP (v1-v3) for IPv4 and MLD (v1, v2) for
-// IPv6, as a snooping switch reads them. The messages are decoded with
-// gopacket's layers; this finds them in frames, says which groups a report
-// joins and leaves, and builds the general queries that make hosts report.
+// Multicast group membership: IGMP (v1-v3, RFC 3376) for IPv4 and MLD
+// (v1, v2, RFC 3810) for IPv6, as a snooping switch reads them: this finds
+// them in frames, says which groups a report joins and leaves, and builds
+// the general queries that make hosts report. (gopacket decodes them too,
+// but its layers package costs every daemon ~7 MiB of memory at start.)
 
 // GroupReport is what a membership report says: the host that sent it and
 // the groups it listens to from now on, or no longer.
 type GroupReport struct {
-	Host           MAC
-	Joined, Left   []netip.Addr
-	IPv6           bool
-	reportedGroups int
+	Host         MAC
+	Joined, Left []netip.Addr
+	IPv6         bool
+	reported     int
 }
 
 const (
 	protoIGMP   = 2
 	protoHopOpt = 0 // IPv6 hop-by-hop options, which MLD messages carry
 
+	igmpQuery    = 0x11
+	igmpV1Report = 0x12
+	igmpV2Report = 0x16
+	igmpV2Leave  = 0x17
+	igmpV3Report = 0x22
+
+	icmpMLDQuery    = 130
 	icmpMLDv1Report = 131
 	icmpMLDv1Done   = 132
 	icmpMLDv2Report = 143
-	icmpMLDQuery    = 130
 )
 
 var errNotGroupReport = errors.New("l2: frame is not a multicast group membership report")
@@ -70,53 +73,50 @@ func ParseGroupReport(frame []byte) (GroupReport, error) {
 	}
 	copy(r.Host[:], frame[6:12])
 	r.IPv6 = ipv6
-	if !ipv6 {
-		switch layers.IGMPType(msg[0]) {
-		case layers.IGMPMembershipReportV1, layers.IGMPMembershipReportV2:
-			r.add(net.IP(msg[4:8]), true)
-		case layers.IGMPLeaveGroup:
-			r.add(net.IP(msg[4:8]), false)
-		case layers.IGMPMembershipReportV3:
-			var m layers.IGMP
-			if err := m.DecodeFromBytes(msg, gopacket.NilDecodeFeedback); err != nil || len(m.GroupRecords) != int(m.NumberOfGroupRecords) {
-				return r, errNotGroupReport
-			}
-			for _, g := range m.GroupRecords {
-				r.record(uint8(g.Type), int(g.NumberOfSources), g.MulticastAddress)
-			}
-		default:
-			return r, errNotGroupReport
-		}
-	} else {
-		switch msg[0] {
-		case icmpMLDv1Report, icmpMLDv1Done:
-			var m layers.MLDv1Message
-			if err := m.DecodeFromBytes(msg[4:], gopacket.NilDecodeFeedback); err != nil {
-				return r, errNotGroupReport
-			}
-			r.add(m.MulticastAddress, msg[0] == icmpMLDv1Report)
-		case icmpMLDv2Report:
-			var m layers.MLDv2MulticastListenerReportMessage
-			if err := m.DecodeFromBytes(msg[4:], gopacket.NilDecodeFeedback); err != nil {
-				return r, errNotGroupReport
-			}
-			for _, g := range m.MulticastAddressRecords {
-				r.record(uint8(g.RecordType), int(g.N), g.MulticastAddress)
-			}
-		default:
-			return r, errNotGroupReport
-		}
+	var err error
+	switch {
+	case !ipv6 && (msg[0] == igmpV1Report || msg[0] == igmpV2Report):
+		r.add(msg[4:8], true)
+	case !ipv6 && msg[0] == igmpV2Leave:
+		r.add(msg[4:8], false)
+	case !ipv6 && msg[0] == igmpV3Report:
+		err = r.records(msg[8:], binary.BigEndian.Uint16(msg[6:8]), 4)
+	case ipv6 && (msg[0] == icmpMLDv1Report || msg[0] == icmpMLDv1Done) && len(msg) >= 24:
+		r.add(msg[8:24], msg[0] == icmpMLDv1Report)
+	case ipv6 && msg[0] == icmpMLDv2Report:
+		err = r.records(msg[8:], binary.BigEndian.Uint16(msg[6:8]), 16)
+	default:
+		return r, errNotGroupReport
 	}
-	if r.reportedGroups == 0 {
+	if err != nil || r.reported == 0 {
 		return r, errNotGroupReport
 	}
 	return r, nil
 }
 
+// records reads n IGMPv3 or MLDv2 group records (the same layout, with
+// addresses of addrLen bytes): type, aux length, source count, group,
+// sources, aux data.
+func (r *GroupReport) records(b []byte, n uint16, addrLen int) error {
+	for range n {
+		if len(b) < 4+addrLen {
+			return errNotGroupReport
+		}
+		sources := int(binary.BigEndian.Uint16(b[2:4]))
+		size := 4 + addrLen + sources*addrLen + int(b[1])*4
+		if len(b) < size {
+			return errNotGroupReport
+		}
+		r.record(b[0], sources, b[4:4+addrLen])
+		b = b[size:]
+	}
+	return nil
+}
+
 // record reads an IGMPv3 or MLDv2 group record (their types are the same):
 // excluding sources means listening to the group; including some means
 // listening to those; including none means not listening.
-func (r *GroupReport) record(kind uint8, sources int, group net.IP) {
+func (r *GroupReport) record(kind uint8, sources int, group []byte) {
 	const (
 		isInclude, isExclude, toInclude, toExclude, allow = 1, 2, 3, 4, 5
 	)
@@ -129,12 +129,12 @@ func (r *GroupReport) record(kind uint8, sources int, group net.IP) {
 }
 
 // add notes a join or a leave of a multicast group of the report's family.
-func (r *GroupReport) add(group net.IP, joined bool) {
+func (r *GroupReport) add(group []byte, joined bool) {
 	a, ok := netip.AddrFromSlice(group)
 	if !ok || a.Unmap().Is4() == r.IPv6 || !a.Unmap().IsMulticast() {
 		return
 	}
-	r.reportedGroups++
+	r.reported++
 	if joined {
 		r.Joined = append(r.Joined, a.Unmap())
 	} else {
@@ -196,7 +196,7 @@ func AppendIGMPQuery(b []byte, src MAC, maxResponse uint8) []byte {
 	binary.BigEndian.PutUint16(b[ip+10:], IPv4HeaderChecksum(b[ip:]))
 	q := len(b)
 	// Type, max response, checksum, group 0, S/QRV 2, QQIC 125 s, no sources.
-	b = append(b, byte(layers.IGMPMembershipQuery), maxResponse, 0, 0, 0, 0, 0, 0, 2, 125, 0, 0)
+	b = append(b, igmpQuery, maxResponse, 0, 0, 0, 0, 0, 0, 2, 125, 0, 0)
 	binary.BigEndian.PutUint16(b[q+2:], Checksum(b[q:], 0))
 	return b
 }
