@@ -272,7 +272,8 @@ func (n *Network) Punchable(a, b *cluster.Node) bool {
 }
 
 // PunchableLinks counts the up links between nodes that hole punching can
-// link directly, and how many of them are direct now.
+// link directly, and how many of them are direct (over the internet or
+// their LAN) now.
 func (n *Network) PunchableLinks() (direct, total int) {
 	for _, a := range n.Nodes() {
 		st, err := a.Status()
@@ -286,7 +287,7 @@ func (n *Network) PunchableLinks() (direct, total int) {
 				continue
 			}
 			total++
-			if l.Path == "direct" {
+			if l.Path == "direct" || l.Path == "lan" {
 				direct++
 			}
 		}

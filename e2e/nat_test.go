@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -43,33 +44,40 @@ func newNATNetwork(t *testing.T, sites map[string]netlab.NAT) *natNetwork {
 		t.Fatal(err)
 	}
 	n.beacon.Config.Beacon.Enabled = true
-	i := 1
 	for _, name := range sortedKeys(sites) {
 		site, err := lab.AddSite(name, sites[name])
 		if err != nil {
 			t.Fatal(err)
 		}
-		host, err := site.AddHost(name + "h")
-		if err != nil {
-			t.Fatal(err)
-		}
-		node, err := nw.AddNode(host, name, virtual(i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.sites[name], n.nodes[name] = site, node
-		i++
-	}
-	for _, node := range nw.Nodes {
-		node.Config.Links.Keepalive = 500 * time.Millisecond
-		node.Config.Links.DeadAfter = 3 * time.Second
-		node.Config.Overlay.Successors = len(nw.Nodes) - 1 // a full mesh: every pair gets a link
-		node.Config.Overlay.Stabilize = time.Second
-		if node != n.beacon {
-			node.Config.Beacons = append(node.Config.Beacons, configBeacon(n.beacon))
-		}
+		n.sites[name] = site
+		n.addNode(t, site, name)
 	}
 	return n
+}
+
+// addNode adds a node on a new host at site, and makes every node's links
+// and overlay fit the network's new size.
+func (n *natNetwork) addNode(t *testing.T, site *netlab.Site, name string) *cluster.Node {
+	t.Helper()
+	host, err := site.AddHost(name + "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := n.net.AddNode(host, name, virtual(len(n.net.Nodes)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.nodes[name] = node
+	for _, node := range n.net.Nodes {
+		node.Config.Links.Keepalive = 500 * time.Millisecond
+		node.Config.Links.DeadAfter = 3 * time.Second
+		node.Config.Overlay.Successors = len(n.net.Nodes) - 1 // a full mesh: every pair gets a link
+		node.Config.Overlay.Stabilize = time.Second
+		if node != n.beacon {
+			node.Config.Beacons = []config.BeaconRef{configBeacon(n.beacon)}
+		}
+	}
+	return node
 }
 
 // TestNATTraversalPicksTheRightPath: nodes behind endpoint-independent NATs
@@ -250,5 +258,38 @@ func TestLinksSurviveANATMappingChange(t *testing.T) {
 		flushed := time.Now()
 		pingAll(t, []*cluster.Node{a, b, c1, n.beacon}, 30*time.Second)
 		t.Logf("after flushing %s's router, all pairs ping again within %v", site, time.Since(flushed).Round(100*time.Millisecond))
+	}
+}
+
+// TestMembersBehindOneNATLinkOverTheirLAN: two members behind the same
+// endpoint-independent NAT link over their LAN, at each other's own
+// addresses, neither hairpinned through the NAT nor relayed; status and
+// burrow peers call the path lan, while the path to a member elsewhere is
+// direct.
+func TestMembersBehindOneNATLinkOverTheirLAN(t *testing.T) {
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "b": netlab.EndpointIndependent})
+	a, b := n.nodes["a"], n.nodes["b"]
+	a2 := n.addNode(t, n.sites["a"], "a2")
+	startAll(t, n.net)
+	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-a2 over their LAN, a-b direct", func() bool {
+		return a.PathTo(a2) == "lan" && a2.PathTo(a) == "lan" && a.PathTo(b) == "direct" && a2.PathTo(b) == "direct"
+	}); err != nil {
+		t.Fatalf("%v (a-a2 %q/%q, a-b %q, a2-b %q)", err, a.PathTo(a2), a2.PathTo(a), a.PathTo(b), a2.PathTo(b))
+	}
+	st, err := a.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range st.Links {
+		if l.NodeID == a2.ID.String() && l.Endpoint != netip.AddrPortFrom(a2.Host.Addr, cluster.Port).String() {
+			t.Errorf("a reaches a2 at %s, not at a2's own address %s", l.Endpoint, a2.Host.Addr)
+		}
+	}
+	out, err := exec.Command(burrowBin, "peers", "--socket", a.Config.ControlSocket).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "lan") {
+		t.Errorf("burrow peers on a does not name the LAN path: %v\n%s", err, out)
+	}
+	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), a.Host, a2.Address.Addr(), 20, 10*time.Millisecond); err != nil || r.Received != 20 {
+		t.Fatalf("a to a2: %+v %v", r, err)
 	}
 }

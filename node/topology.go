@@ -43,18 +43,26 @@ func (n *Node) CrawlTopology(now time.Time) {
 }
 
 // pathOf names the kind of l's path. A direct endpoint that is the peer's
-// TURN relayed address crosses that server, so the path is a TURN path.
+// TURN relayed address crosses that server, so the path is a TURN path;
+// one at a private or link-local address is the peer's own address,
+// reached without crossing a NAT: a LAN path.
 func (n *Node) pathOf(l *link.Link) string {
 	ep := l.Endpoint()
-	if ps := n.ov.peers[l.Peer.ID]; ps != nil && ep.Path() == "direct" && ps.info.TURN.IsValid() && ep.Addr == ps.info.TURN {
+	if ep.Path() != "direct" {
+		return ep.Path()
+	}
+	if ps := n.ov.peers[l.Peer.ID]; ps != nil && ps.info.TURN.IsValid() && ep.Addr == ps.info.TURN {
 		return "turn"
 	}
-	return ep.Path()
+	if a := ep.Addr.Addr().Unmap(); a.IsPrivate() || a.IsLinkLocalUnicast() {
+		return "lan"
+	}
+	return "direct"
 }
 
 func pathCode(path string) uint8 { return uint8(max(slices.Index(pathNames[:], path), 0)) }
 
-var pathNames = [...]string{"direct", "relay", "turn", "websocket"}
+var pathNames = [...]string{"direct", "relay", "turn", "websocket", "lan"}
 
 // neighbors lists this node's up links for a topology answer.
 func (n *Node) neighbors() []overlay.Neighbor {
