@@ -233,31 +233,11 @@ func TestIPv6ContainerSubnetsAcrossNATs(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		c, err := node.Host.AddContainer(fmt.Sprintf("ctr6-%d", i), "bw-cni0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, _ := warrens.Containers(subnet)
-		for _, args := range [][]string{
-			{"-6", "addr", "add", netip.PrefixFrom(first, subnet.Bits()).String(), "dev", "eth0", "nodad"},
-			{"-6", "route", "add", "default", "via", warrens.Bridge(subnet).String()},
-		} {
-			if out, err := c.Run(ctx, "ip", args...); err != nil {
-				t.Fatalf("%s: ip %v: %v %s", c.Name, args, err, out)
-			}
-		}
+		c, first := containerOn(t, ctx, node, fmt.Sprintf("ctr6-%d", i), subnet)
 		t.Logf("%s claimed %v; its container is %v", node.Name, subnet, first)
 		containers, addrs = append(containers, c), append(addrs, first)
 	}
-	for i := range 2 {
-		to := addrs[1-i]
-		if err := cluster.WaitFor(ctx, fmt.Sprintf("container %d to ping %v", i, to), func() bool {
-			r, err := netlab.Ping(ctx, containers[i], to, 1, 200*time.Millisecond)
-			return err == nil && r.Received == 1
-		}); err != nil {
-			t.Error(err)
-		}
-	}
+	pingEachOther(t, ctx, containers, addrs)
 	if r, err := netlab.Ping(ctx, containers[0], addrs[1], 20, 10*time.Millisecond); err != nil || r.Received != 20 {
 		t.Errorf("a burst between the containers: %+v %v", r, err)
 	}

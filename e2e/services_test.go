@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -231,26 +232,41 @@ func TestContainerSubnetsReachEachOther(t *testing.T) {
 	var containers []*netlab.Host
 	var addrs []netip.Addr
 	for i, n := range nw.Nodes[:2] {
-		p := []netip.Prefix{s0, s1}[i]
-		c, err := n.Host.AddContainer(fmt.Sprintf("ctr%d", i), "bw-cni0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, _ := warrens.Containers(p)
-		for _, args := range [][]string{
-			{"addr", "add", netip.PrefixFrom(first, p.Bits()).String(), "dev", "eth0"},
-			{"route", "add", "default", "via", warrens.Bridge(p).String()},
-		} {
-			if out, err := c.Run(ctx, "ip", args...); err != nil {
-				t.Fatalf("%s: %v %s", c.Name, err, out)
-			}
-		}
+		c, first := containerOn(t, ctx, n, fmt.Sprintf("ctr%d", i), []netip.Prefix{s0, s1}[i])
 		containers, addrs = append(containers, c), append(addrs, first)
 	}
+	pingEachOther(t, ctx, containers, addrs)
+}
+
+// containerOn adds a container on node's container bridge with the first
+// container address of subnet, the node's claim, routed through the bridge.
+func containerOn(t *testing.T, ctx context.Context, node *cluster.Node, name string, subnet netip.Prefix) (*netlab.Host, netip.Addr) {
+	t.Helper()
+	c, err := node.Host.AddContainer(name, "bw-cni0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, _ := warrens.Containers(subnet)
+	addr := []string{"addr", "add", netip.PrefixFrom(first, subnet.Bits()).String(), "dev", "eth0"}
+	if first.Is6() {
+		addr = append(addr, "nodad")
+	}
+	for _, args := range [][]string{addr, {"route", "add", "default", "via", warrens.Bridge(subnet).String()}} {
+		if out, err := c.Run(ctx, "ip", args...); err != nil {
+			t.Fatalf("%s: ip %v: %v %s", c.Name, args, err, out)
+		}
+	}
+	return c, first
+}
+
+// pingEachOther has each of two hosts ping the other's address until it
+// answers.
+func pingEachOther(t *testing.T, ctx context.Context, hosts []*netlab.Host, addrs []netip.Addr) {
+	t.Helper()
 	for i := range 2 {
 		to := addrs[1-i]
-		if err := cluster.WaitFor(ctx, fmt.Sprintf("container %d to ping %v", i, to), func() bool {
-			r, err := netlab.Ping(ctx, containers[i], to, 1, 200*time.Millisecond)
+		if err := cluster.WaitFor(ctx, fmt.Sprintf("%s to ping %v", hosts[i].Name, to), func() bool {
+			r, err := netlab.Ping(ctx, hosts[i], to, 1, 200*time.Millisecond)
 			return err == nil && r.Received == 1
 		}); err != nil {
 			t.Error(err)
