@@ -14,8 +14,8 @@ import (
 // Firewall is the firewall section: which frames may enter and leave the
 // TAP, by the other member's certificate name and groups, the remote
 // address, protocol, destination port and ICMP type. Without the section
-// everything passes; with it, only what a rule allows (ARP and IPv6
-// neighbour discovery always pass).
+// everything passes; with it, only what a rule allows (ARP, IPv6
+// neighbour discovery and multicast group membership always pass).
 type Firewall struct {
 	// OtherEthertypes is "drop" (the default) or "allow": frames that are
 	// neither IP, ARP nor neighbour discovery.

@@ -3,9 +3,10 @@
 // remote address, the protocol, the destination port and the ICMP type,
 // as Nebula's firewall does for its tunnels. It is stateful: a packet a
 // rule allowed opens a connection, and the packets of that connection pass
-// both ways until it has been idle for its protocol's timeout. ARP and IPv6
-// neighbour discovery always pass (without them nothing does); other
-// ethertypes follow the policy's OtherEthertypes.
+// both ways until it has been idle for its protocol's timeout. ARP, IPv6
+// neighbour discovery (without them nothing passes) and multicast group
+// membership (IGMP, MLD: without them snooping hides the groups) always
+// pass; other ethertypes follow the policy's OtherEthertypes.
 //
 // The firewall is safe for concurrent use: the data path's workers check
 // frames while the core replaces the policy. It does no I/O and reads no
@@ -222,7 +223,7 @@ func (f *Firewall) Explain(d Direction, frame []byte, m Member, now int64) Verdi
 	v := Verdict{Allowed: allowed, Rule: rule}
 	switch why {
 	case becauseAlways:
-		v.Reason = "ARP and IPv6 neighbour discovery always pass"
+		v.Reason = "ARP, IPv6 neighbour discovery and group membership (IGMP, MLD) always pass"
 	case becauseOtherAllowed:
 		v.Reason = "other ethertypes are allowed (other_ethertypes: allow)"
 	case becauseOtherDropped:

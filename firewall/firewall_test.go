@@ -168,8 +168,10 @@ func TestAlwaysAndOtherEthertypes(t *testing.T) {
 	ns := ipv6(netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::1:ff00:5"), ipProtoICMPv6, []byte{135, 0, 0, 0, 0, 0, 0, 0})
 	lldp := make([]byte, 60)
 	binary.BigEndian.PutUint16(lldp[12:14], 0x88cc)
+	igmp := ipv4(netip.MustParseAddr("10.0.0.7"), netip.MustParseAddr("224.0.0.22"), ipProtoIGMP, []byte{0x22, 0, 0, 0, 0, 0, 0, 0})
+	mld := ipv6(netip.MustParseAddr("fe80::1"), netip.MustParseAddr("ff02::16"), ipProtoICMPv6, []byte{143, 0, 0, 0, 0, 0, 0, 0})
 	strict := New(Policy{})
-	for name, frame := range map[string][]byte{"ARP": arp, "neighbour solicitation": ns} {
+	for name, frame := range map[string][]byte{"ARP": arp, "neighbour solicitation": ns, "IGMP report": igmp, "MLD report": mld} {
 		if !strict.Allow(Inbound, frame, Member{}, 0) || !strict.Allow(Outbound, frame, Member{}, 0) {
 			t.Errorf("%s did not pass a firewall with no rules", name)
 		}

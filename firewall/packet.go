@@ -12,6 +12,7 @@ const (
 	ipProtoTCP    = 6
 	ipProtoUDP    = 17
 	ipProtoICMPv6 = 58
+	ipProtoIGMP   = 2
 
 	// maxExtensionHeaders bounds the IPv6 extension headers walked.
 	maxExtensionHeaders = 4
@@ -22,7 +23,7 @@ type frameKind uint8
 
 const (
 	kindIP        frameKind = iota // IPv4 or IPv6 the rules decide on
-	kindAlways                     // ARP and neighbour discovery
+	kindAlways                     // ARP, neighbour discovery, group membership (IGMP, MLD)
 	kindOther                      // another ethertype
 	kindMalformed                  // IP too short or inconsistent
 )
@@ -97,6 +98,8 @@ func parse(frame []byte) (packet, frameKind) {
 		return p, kindIP
 	}
 	switch p.proto {
+	case ipProtoIGMP:
+		return p, kindAlways // group membership, which multicast snooping reads
 	case ipProtoTCP, ipProtoUDP:
 		if len(l4) < 4 {
 			return p, kindMalformed
@@ -107,8 +110,10 @@ func parse(frame []byte) (packet, frameKind) {
 			return p, kindMalformed
 		}
 		p.icmpType = int16(l4[0])
-		if p.proto == ipProtoICMPv6 && l4[0] >= 133 && l4[0] <= 137 {
-			return p, kindAlways // router and neighbour solicitation and advertisement, redirect
+		if p.proto == ipProtoICMPv6 && (l4[0] >= 133 && l4[0] <= 137 || l4[0] >= 130 && l4[0] <= 132 || l4[0] == 143) {
+			// Router and neighbour solicitation and advertisement,
+			// redirect; MLD's queries, reports and dones.
+			return p, kindAlways
 		}
 		if isEcho(p.proto, l4[0]) && len(l4) >= 6 {
 			id := binary.BigEndian.Uint16(l4[4:6])

@@ -403,8 +403,9 @@ kernel_path:
 # group, groups and cidr is required (host: any for every member). Port is
 # the destination port (a number, a range 8000-8080, or any) of tcp and udp;
 # icmp_type (8: ping) limits an icmp rule. An allowed packet opens a
-# connection whose answers pass both ways. ARP and IPv6 neighbour discovery
-# always pass. 'kill -HUP' reloads this section; 'burrow firewall check'
+# connection whose answers pass both ways. ARP, IPv6 neighbour discovery and
+# multicast group membership (IGMP, MLD) always pass. 'kill -HUP' reloads
+# this section; 'burrow firewall check'
 # explains a verdict.
 # firewall:
 #   other_ethertypes: drop
