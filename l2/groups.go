@@ -156,9 +156,7 @@ func isGroupReport(etherType EtherType, ip []byte) bool {
 }
 
 // SnoopedGroup is the multicast group a frame is addressed to, when a
-// snooping switch decides who gets it: IPv4 and IPv6 groups beyond the
-// link-local ones (224.0.0.0/24, and IPv6 scopes up to link-local), which
-// every host gets like broadcast.
+// snooping switch decides who gets it (IsSnooped).
 func SnoopedGroup(frame []byte) (netip.Addr, bool) {
 	if frame[0]&1 == 0 {
 		return netip.Addr{}, false
@@ -174,15 +172,25 @@ func SnoopedGroup(frame []byte) (netip.Addr, bool) {
 			return netip.Addr{}, false
 		}
 		g := netip.AddrFrom4([4]byte(ip[16:20]))
-		return g, g.IsMulticast() && !g.IsLinkLocalMulticast()
+		return g, IsSnooped(g)
 	case EtherTypeIPv6:
 		if len(ip) < ipv6HeaderLen || ip[0]>>4 != 6 {
 			return netip.Addr{}, false
 		}
 		g := netip.AddrFrom16([16]byte(ip[24:40]))
-		return g, g.IsMulticast() && ip[25]&0x0f > 2
+		return g, IsSnooped(g)
 	}
 	return netip.Addr{}, false
+}
+
+// IsSnooped reports whether a group is one snooping decides on: a
+// multicast group beyond the link-local ones (224.0.0.0/24, and IPv6
+// scopes up to link-local), which every host gets like broadcast.
+func IsSnooped(g netip.Addr) bool {
+	if g.Is4() {
+		return g.IsMulticast() && !g.IsLinkLocalMulticast()
+	}
+	return g.IsMulticast() && g.As16()[1]&0x0f > 2
 }
 
 // AppendIGMPQuery appends the frame of an IGMPv3 general query from the

@@ -129,6 +129,11 @@ func TestSnoopedGroup(t *testing.T) {
 			t.Errorf("%s: %v %v, want %v", addr, g, got, want)
 		}
 	}
+	for addr, want := range map[string]bool{"239.1.1.1": true, "224.0.0.22": false, "ff02::1:ff00:7": false, "ff05::2": true, "10.0.0.1": false} {
+		if got := IsSnooped(netip.MustParseAddr(addr)); got != want {
+			t.Errorf("IsSnooped(%s) = %v, want %v", addr, got, want)
+		}
+	}
 	unicast := igmpFrame(netip.MustParseAddr("239.1.1.1"), make([]byte, 8))
 	unicast[0] = 2
 	if _, ok := SnoopedGroup(unicast); ok {

@@ -62,6 +62,12 @@ func (n *Node) snoopGroups(frame []byte, origin nid.ID, now time.Time) {
 	}
 	m := groupMember{node: origin, host: r.Host}
 	for _, group := range r.Joined {
+		if !l2.IsSnooped(group) {
+			// Link-local groups go everywhere anyway; every IPv6 host
+			// reports solicited-node groups of its own, which would fill
+			// the table to no purpose.
+			continue
+		}
 		hosts := g.members[group]
 		if hosts == nil {
 			if len(g.members) >= groupsMax {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -49,7 +50,13 @@ func TestMulticastGoesOnlyWhereSomeoneListens(t *testing.T) {
 	for i := range listeners {
 		w.nodes[i].fromTAP(w.igmpV2(i, group, true))
 	}
+	w.nodes[3].fromTAP(w.igmpV2(3, mdns, true)) // link-local: not kept, it goes everywhere
 	w.advance(time.Second, 100*time.Millisecond)
+	for i, n := range w.nodes {
+		if st := n.node.Status().Groups; !slices.Equal(st.Reported, []string{group.String()}) {
+			t.Errorf("node %d knows of groups %v, want only %v", i, st.Reported, group)
+		}
+	}
 	send := func(to netip.Addr, payload string) {
 		w.nodes[0].fromTAP(ipv4Frame(w.nodes[0].mac, hostIP(0), to, 17, []byte(payload)))
 		w.advance(500*time.Millisecond, 100*time.Millisecond)

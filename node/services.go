@@ -258,12 +258,12 @@ func (n *Node) serveLocal(frame []byte, now time.Time) bool {
 	return n.answerARP(frame, now) || n.answerND(frame, now)
 }
 
-// snoopARP learns address-to-MAC pairs from the ARP traffic and the IPv6
+// snoopNeighbors learns address-to-MAC pairs from the ARP traffic and the IPv6
 // neighbour advertisements the switch sees, so that later requests can be
 // answered locally; a gratuitous ARP from a moved address updates the
 // entry at once. Solicitations are not learned from: they do not say
 // whether their sender is a router.
-func (n *Node) snoopARP(frame []byte, from uint32, now time.Time) {
+func (n *Node) snoopNeighbors(frame []byte, from uint32, now time.Time) {
 	eth, err := l2.ParseEthernet(frame)
 	if err != nil {
 		return

@@ -267,7 +267,6 @@ func (n *Node) ChangeSetting(name, value string, now time.Time, done func(Networ
 			done(s, fmt.Errorf("reading the settings: %v", r.Status))
 			return
 		}
-		s.Routes = maps.Clone(s.Routes)
 		if err := s.Set(name, value); err != nil {
 			done(s, err)
 			return

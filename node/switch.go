@@ -70,7 +70,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		n.stats.drop(DropSpoofed)
 		return // nothing is learned from it either: not where src lives, not its ARP
 	}
-	n.snoopARP(frame, in, now)
+	n.snoopNeighbors(frame, in, now)
 	if in == localPort {
 		n.snoopGroups(frame, n.self, now)
 		if n.cfg.Services.LocalDHCP && udp4.IsDHCP(frame) {
@@ -342,7 +342,7 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 	if m.Kind == flood.Broadcast && !src.IsMulticast() {
 		n.learnMAC(src, flood.Port(port), m.Root, now)
 	}
-	n.snoopARP(m.Frame, port, now)
+	n.snoopNeighbors(m.Frame, port, now)
 	n.snoopGroups(m.Frame, m.Root, now)
 }
 
