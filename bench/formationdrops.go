@@ -25,24 +25,13 @@ type dropCounts map[*cluster.Node]map[string]uint64
 func readDrops(ctx context.Context, nodes []*cluster.Node) dropCounts {
 	out := make(dropCounts, len(nodes))
 	var mu sync.Mutex
-	work := make(chan *cluster.Node)
-	var wg sync.WaitGroup
-	for range min(cluster.StatusReaders, len(nodes)) {
-		wg.Go(func() {
-			for n := range work {
-				if c := nodeDrops(ctx, n); c != nil {
-					mu.Lock()
-					out[n] = c
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, n := range nodes {
-		work <- n
-	}
-	close(work)
-	wg.Wait()
+	cluster.EachNode(nodes, func(_ int, n *cluster.Node) {
+		if c := nodeDrops(ctx, n); c != nil {
+			mu.Lock()
+			out[n] = c
+			mu.Unlock()
+		}
+	})
 	return out
 }
 

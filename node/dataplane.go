@@ -1,6 +1,8 @@
 package node
 
 import (
+	"slices"
+
 	"sync/atomic"
 
 	"burrow/firewall"
@@ -105,8 +107,9 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 	// The core learns addresses from ARP and neighbour advertisements (sent
 	// unicast, often on a flow already up, and the one place a host says it
 	// is a router), so they take the slow path even when a flow is up.
-	if !ok || l2.AnnouncesAddress(frame) {
-		if !ok && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key, frame) {
+	announces := l2.AnnouncesAddress(frame)
+	if !ok || announces {
+		if !ok && !announces && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key) {
 			d.floodFromTAP(w, s, hdr, frame, now)
 			return
 		}
@@ -127,23 +130,17 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 }
 
 // floodsOnItsOwn reports whether the data path may flood a TAP frame with
-// no flow itself: its destination is unknown (so the core has nothing to
-// install), its source is already learned here, and it is nothing the
-// core's services answer or snoop (ARP, neighbour advertisements, frames
-// to the service addresses).
-func (s *snapshot) floodsOnItsOwn(key flowKey, frame []byte) bool {
+// no flow, and nothing the core snoops, itself: its destination is unknown
+// (so the core has nothing to install), its source is already learned
+// here, and it is not for the services' addresses.
+func (s *snapshot) floodsOnItsOwn(key flowKey) bool {
 	if _, known := s.macs[key.dst]; known {
 		return false
 	}
 	if src, ok := s.macs[key.src]; !ok || src.port != localPort {
 		return false
 	}
-	for _, m := range s.serviceMACs {
-		if m == key.dst {
-			return false
-		}
-	}
-	return !l2.AnnouncesAddress(frame)
+	return !slices.Contains(s.serviceMACs, key.dst)
 }
 
 // nextHop is where a flow's frames go now: its own port while that port's

@@ -110,25 +110,35 @@ const StatusReaders = 8
 func TakeRingSnapshot(nodes []*Node) RingSnapshot {
 	ring := ByRing(nodes)
 	s := RingSnapshot{Places: make([]Place, len(ring)), byID: map[string]*Node{}}
+	for _, node := range ring {
+		s.byID[node.ID.String()] = node
+	}
+	EachNode(ring, func(i int, node *Node) {
+		p := Place{Node: node, Successor: ring[(i+1)%len(ring)], Predecessor: ring[(i+len(ring)-1)%len(ring)]}
+		p.Status, p.Err = node.Status()
+		p.ReadAt = time.Now()
+		s.Places[i] = p
+	})
+	return s
+}
+
+// EachNode runs fn for every node, StatusReaders at once, and returns when
+// every call has.
+func EachNode(nodes []*Node, fn func(i int, node *Node)) {
 	work := make(chan int)
 	var wg sync.WaitGroup
-	for range min(StatusReaders, len(ring)) {
+	for range min(StatusReaders, len(nodes)) {
 		wg.Go(func() {
 			for i := range work {
-				p := Place{Node: ring[i], Successor: ring[(i+1)%len(ring)], Predecessor: ring[(i+len(ring)-1)%len(ring)]}
-				p.Status, p.Err = ring[i].Status()
-				p.ReadAt = time.Now()
-				s.Places[i] = p
+				fn(i, nodes[i])
 			}
 		})
 	}
-	for i, node := range ring {
-		s.byID[node.ID.String()] = node
+	for i := range nodes {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
-	return s
 }
 
 // Joined counts the nodes that report being joined.
