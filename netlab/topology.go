@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 )
 
 // NAT is the kind of router in front of a site.
@@ -130,6 +131,23 @@ func (l *Lab) AddHost(name string) (*Host, error) {
 	}
 	return h, nil
 }
+
+// AddSandbox adds a namespace with nothing but loopback up, as a
+// container runtime makes one for its network plugins to configure.
+func (l *Lab) AddSandbox(name string) (*Host, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ns, err := l.reserveName(name)
+	if err != nil {
+		return nil, err
+	}
+	h := &Host{Name: name, Namespace: ns, lab: l}
+	return h, l.createNamespace(ns, false)
+}
+
+// NetnsPath is the host's namespace as a file, what container runtimes
+// hand their network plugins.
+func (h *Host) NetnsPath() string { return filepath.Join("/var/run/netns", h.Namespace) }
 
 // AddSite adds a site: a router named name with a WAN leg on the internet, a
 // LAN bridge, forwarding on and the NAT and firewall rules of its kind.

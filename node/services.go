@@ -242,6 +242,14 @@ func (n *Node) RegisterName(name string, addrs []netip.Addr, now time.Time, done
 	})
 }
 
+// UnregisterName gives up a name RegisterName claimed.
+func (n *Node) UnregisterName(name string, now time.Time) {
+	if n.svc.dns == nil {
+		return
+	}
+	n.whenStarted(now, func(now time.Time) { n.svc.dns.Unregister(name, now) })
+}
+
 // serveLocal offers a frame from the TAP to the local services; it
 // reports whether one of them consumed it.
 func (n *Node) serveLocal(frame []byte, now time.Time) bool {

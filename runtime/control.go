@@ -28,7 +28,16 @@ type Status struct {
 	// Queues are the frames the daemon's own queues dropped to keep bulk
 	// transfers from delaying everything else.
 	Queues QueueStatus `json:"queues"`
+	// Resolver is where the virtual DNS answers, when it is on: what
+	// containers and DHCP clients are told to use.
+	Resolver *ResolverStatus `json:"resolver,omitempty"`
 	node.Status
+}
+
+// ResolverStatus is the virtual DNS's address and domain.
+type ResolverStatus struct {
+	Address string `json:"address"`
+	Domain  string `json:"domain"`
 }
 
 // CertificateStatus tells when the node's certificate runs out, so that
@@ -83,6 +92,9 @@ func (d *Daemon) Status() (Status, error) {
 			for i := range st.Services.Subnets {
 				st.Services.Subnets[i].Bridge = d.cfg.Services.Subnets.Bridge
 			}
+		}
+		if dns := d.cfg.Services.DNS; dns.Enabled {
+			st.Resolver = &ResolverStatus{Address: dns.Addr.String(), Domain: dns.Domain}
 		}
 		for _, p := range d.addrs {
 			st.TAP.Addresses = append(st.TAP.Addresses, p.String())
@@ -289,6 +301,10 @@ func (s *controlServer) handle(c net.Conn) {
 			}
 			s, err := s.d.ChangeSetting(*req.Setting)
 			reply(&resp, &resp.Settings, s, err)
+		case "containers-changed":
+			if err := s.d.syncContainerNames(); err != nil {
+				resp.Error = err.Error()
+			}
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)
 			if err != nil {

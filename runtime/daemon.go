@@ -49,6 +49,9 @@ type Daemon struct {
 	// subnetBridge is the container bridge this daemon created, removed
 	// on shutdown.
 	subnetBridge string
+	// containerNames are the DNS names of containers attached here, as
+	// last registered (core goroutine).
+	containerNames map[string][]netip.Addr
 	tapBridge    string // the TAP's bridge, when this daemon created it
 	wg           sync.WaitGroup
 	cancel       context.CancelFunc
@@ -220,6 +223,14 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 				log.Warn("DNS name taken by another node", "name", name)
 			}
 		})
+	}
+
+	if cfg.Services.DNS.Enabled && cfg.Services.Subnets.Enabled {
+		names, err := d.attachedContainerNames()
+		if err != nil {
+			log.Warn("containers' DNS names not registered", "err", err)
+		}
+		d.registerContainerNames(names, now)
 	}
 
 	if err := d.startKernelPath(); err != nil {

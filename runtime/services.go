@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"burrow/ipam"
 	"burrow/l2"
 	"burrow/node"
+	"burrow/runtime/containers"
 	"burrow/vdns"
 	"burrow/warrens"
 )
@@ -171,6 +173,55 @@ func (d *Daemon) configureSubnet(st warrens.Status) {
 
 func prefixNet(p netip.Prefix) *net.IPNet {
 	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
+}
+
+// syncContainerNames registers in the network's DNS the name of each
+// container burrow-cni attached to this node, and gives up the names of
+// containers gone: the plugin asks for it after each change, and the
+// daemon does it as it starts.
+func (d *Daemon) syncContainerNames() error {
+	if !d.cfg.Services.DNS.Enabled {
+		return nil
+	}
+	want, err := d.attachedContainerNames()
+	if err != nil {
+		return err
+	}
+	return d.call(func() { d.registerContainerNames(want, time.Now()) })
+}
+
+func (d *Daemon) attachedContainerNames() (map[string][]netip.Addr, error) {
+	atts, err := containers.All(containers.DataDir(d.cfg.StateDir))
+	if err != nil {
+		return nil, fmt.Errorf("reading the containers' records: %w", err)
+	}
+	want := map[string][]netip.Addr{}
+	for _, a := range atts {
+		if a.Name != "" {
+			want[a.Name] = append(want[a.Name], a.Addrs()...)
+		}
+	}
+	return want, nil
+}
+
+// registerContainerNames runs on the core goroutine.
+func (d *Daemon) registerContainerNames(want map[string][]netip.Addr, now time.Time) {
+	for name, addrs := range want {
+		if slices.Equal(d.containerNames[name], addrs) {
+			continue
+		}
+		d.node.RegisterName(name, addrs, now, func(ok bool) {
+			if !ok {
+				d.log.Warn("a container's DNS name is taken by another node, or not a name", "name", name)
+			}
+		})
+	}
+	for name := range d.containerNames {
+		if _, ok := want[name]; !ok {
+			d.node.UnregisterName(name, now)
+		}
+	}
+	d.containerNames = want
 }
 
 // removeSubnetBridge deletes the container bridge if this daemon made it.

@@ -4,8 +4,11 @@ package main
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
+
+	"burrow/cni"
 )
 
 // rootCmd is the parent of every subcommand; each subcommand's file adds
@@ -22,6 +25,12 @@ ring overlay, and need nothing central to carry their traffic.`,
 }
 
 func main() {
+	// Container runtimes run CNI plugins by file name: installed as
+	// burrow-cni, this binary is burrow's.
+	if filepath.Base(os.Args[0]) == cni.PluginName {
+		cni.Main()
+		return
+	}
 	if err := rootCmd.Execute(); err != nil {
 		if err.Error() != "" {
 			fmt.Fprintln(os.Stderr, "burrow:", err)
