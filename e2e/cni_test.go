@@ -157,6 +157,40 @@ func (c *cniNode) hostVeths(t *testing.T, ctx context.Context) []string {
 	return names
 }
 
+// cniResolver is where the virtual DNS answers in the CNI tests.
+const cniResolver = "10.99.0.254"
+
+// newCNINetwork starts a beacon and two members behind different NATs
+// (one endpoint-independent, one symmetric) with container subnets of
+// both families and the virtual DNS, and installs burrow-cni on the
+// members once their subnets are claimed.
+func newCNINetwork(t *testing.T, ctx context.Context) (a, c1 *cniNode) {
+	t.Helper()
+	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "c1": netlab.Symmetric})
+	members := []*cluster.Node{n.nodes["a"], n.nodes["c1"]}
+	for i, m := range members {
+		idFile := filepath.Join(m.Dir, "machine-id")
+		if err := os.WriteFile(idFile, fmt.Appendf(nil, "%032x\n", i+1), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.Config.Services.Subnets = config.SubnetConfig{Enabled: true, MachineID: idFile}
+		m.Config.Services.Network = "10.99.0.0/24"
+		m.Config.Services.DNS = config.DNSService{Enabled: true, Address: cniResolver, Domain: "burrow.test"}
+	}
+	startAll(t, n.net)
+	for _, m := range members {
+		if err := cluster.WaitFor(ctx, m.Name+"'s subnet claims", func() bool {
+			st, err := m.Status()
+			return err == nil && len(st.Services.Subnets) == 2 && !slices.ContainsFunc(st.Services.Subnets, func(s node.SubnetStatus) bool {
+				return s.State != warrens.Claimed.String()
+			})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return installCNI(t, n.lab, members[0]), installCNI(t, n.lab, members[1])
+}
+
 // TestCNIPutsContainersOnBurrowAcrossNATs: burrow-cni, installed with
 // `burrow cni install` and driven by cnitool as a runtime would, puts a
 // container on each of two nodes behind different NATs (one
@@ -168,31 +202,8 @@ func (c *cniNode) hostVeths(t *testing.T, ctx context.Context) []string {
 // STATUS and GC work at CNI 1.1, DEL cleans up with the daemon down, and
 // an ADD with the daemon down fails clearly, leaving nothing behind.
 func TestCNIPutsContainersOnBurrowAcrossNATs(t *testing.T) {
-	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "c1": netlab.Symmetric})
-	members := []*cluster.Node{n.nodes["a"], n.nodes["c1"]}
-	const resolver = "10.99.0.254"
-	for i, m := range members {
-		idFile := filepath.Join(m.Dir, "machine-id")
-		if err := os.WriteFile(idFile, fmt.Appendf(nil, "%032x\n", i+1), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		m.Config.Services.Subnets = config.SubnetConfig{Enabled: true, MachineID: idFile}
-		m.Config.Services.Network = "10.99.0.0/24"
-		m.Config.Services.DNS = config.DNSService{Enabled: true, Address: resolver, Domain: "burrow.test"}
-	}
-	startAll(t, n.net)
 	ctx := ctxFor(t, 3*time.Minute)
-	for _, m := range members {
-		if err := cluster.WaitFor(ctx, m.Name+"'s subnet claims", func() bool {
-			st, err := m.Status()
-			return err == nil && len(st.Services.Subnets) == 2 && !slices.ContainsFunc(st.Services.Subnets, func(s node.SubnetStatus) bool {
-				return s.State != warrens.Claimed.String()
-			})
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	a, c1 := installCNI(t, n.lab, members[0]), installCNI(t, n.lab, members[1])
+	a, c1 := newCNINetwork(t, ctx)
 
 	// web-a publishes its iperf3 port on its node, and takes at most
 	// 100 Mbit/s in.
@@ -214,8 +225,8 @@ func TestCNIPutsContainersOnBurrowAcrossNATs(t *testing.T) {
 				t.Errorf("%s's container got %v (gateway %v), outside its subnet %v", r.node.Name, r.res.IPs, r.res.IPs[0].Gateway, s.Prefix)
 			}
 		}
-		if !slices.Contains(r.res.DNS.Nameservers, netip.MustParseAddr(resolver)) || r.res.DNS.Domain != "burrow.test" {
-			t.Errorf("%s's result names resolver %v in %q, want %s in burrow.test", r.node.Name, r.res.DNS.Nameservers, r.res.DNS.Domain, resolver)
+		if !slices.Contains(r.res.DNS.Nameservers, netip.MustParseAddr(cniResolver)) || r.res.DNS.Domain != "burrow.test" {
+			t.Errorf("%s's result names resolver %v in %q, want %s in burrow.test", r.node.Name, r.res.DNS.Nameservers, r.res.DNS.Domain, cniResolver)
 		}
 	}
 	t.Logf("containers: web-a %v, web-c %v", resA.IPs, resC.IPs)
@@ -226,7 +237,7 @@ func TestCNIPutsContainersOnBurrowAcrossNATs(t *testing.T) {
 
 	// Names, through the resolver the result named, from the other node's container.
 	dig := func(from *netlab.Host, name, qtype string) string {
-		out, _ := from.Run(ctx, "dig", "@"+resolver, "+short", "+time=2", "+tries=1", name, qtype)
+		out, _ := from.Run(ctx, "dig", "@"+cniResolver, "+short", "+time=2", "+tries=1", name, qtype)
 		return strings.TrimSpace(string(out))
 	}
 	for qtype, want := range map[string]netip.Addr{"A": resA.addr(false), "AAAA": resA.addr(true)} {

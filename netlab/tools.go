@@ -118,6 +118,18 @@ func Iperf3(ctx context.Context, client *Host, server netip.Addr, seconds int) (
 	cmd := client.Command(ctx, "iperf3", "--json", "--client", server.String(),
 		"--time", strconv.Itoa(seconds), "--connect-timeout", "3000")
 	out, runErr := cmd.Output()
+	res, err := ParseIperf3(out)
+	if err != nil {
+		return res, commandError(cmd, errors.Join(runErr, err), out)
+	}
+	if runErr != nil {
+		return Iperf3Result{}, commandError(cmd, runErr, out)
+	}
+	return res, nil
+}
+
+// ParseIperf3 reads the report of an iperf3 client run with --json.
+func ParseIperf3(out []byte) (Iperf3Result, error) {
 	var report struct {
 		Error     string `json:"error"`
 		Intervals []struct {
@@ -135,13 +147,10 @@ func Iperf3(ctx context.Context, client *Host, server netip.Addr, seconds int) (
 		} `json:"end"`
 	}
 	if err := json.Unmarshal(out, &report); err != nil {
-		return Iperf3Result{}, commandError(cmd, errors.Join(runErr, err), out)
+		return Iperf3Result{}, fmt.Errorf("netlab: iperf3's report: %w", err)
 	}
 	if report.Error != "" {
-		return Iperf3Result{}, fmt.Errorf("netlab: iperf3 from %s to %s: %s", client.Name, server, report.Error)
-	}
-	if runErr != nil {
-		return Iperf3Result{}, commandError(cmd, runErr, out)
+		return Iperf3Result{}, fmt.Errorf("netlab: iperf3: %s", report.Error)
 	}
 	res := Iperf3Result{
 		BitsPerSecond: report.End.SumReceived.BitsPerSecond,
