@@ -260,6 +260,16 @@ func TestCNIPutsContainersOnBurrowAcrossNATs(t *testing.T) {
 		t.Logf("iperf3 web-c → %v: %.0f Mbit/s", to, r.BitsPerSecond/1e6)
 	}
 
+	// A daemon restart puts the containers back on the bridge it makes
+	// anew.
+	if err := c1.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c1.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pingEachOther(t, ctx, sandboxes, []netip.Addr{resA.addr(false), resC.addr(false)})
+
 	// CNI 1.1: STATUS, then GC of a container the runtime no longer lists.
 	if _, err := a.cnitool(t, ctx, nil, "status", "plain", webA.NetnsPath()); err != nil {
 		t.Error(err)

@@ -144,6 +144,7 @@ func (d *Daemon) configureSubnet(st warrens.Status) {
 		d.log.Error("addressing the container bridge", "bridge", name, "err", err)
 	}
 	netlink.LinkSetUp(br)
+	d.reattachContainers(br)
 	tap, err := netlink.LinkByName(d.dev.Name())
 	if err != nil {
 		return
@@ -169,6 +170,26 @@ func (d *Daemon) configureSubnet(st warrens.Status) {
 		os.WriteFile(knob, []byte("1"), 0o644)
 	}
 	d.log.Info("container subnet ready", "subnet", st.Prefix, "bridge", name, "bridge_address", addr)
+}
+
+// reattachContainers puts the host ends of the containers burrow-cni
+// attached back on the bridge: a bridge this daemon made went away with
+// its last run, and the containers with it.
+func (d *Daemon) reattachContainers(br netlink.Link) {
+	atts, err := containers.All(containers.DataDir(d.cfg.StateDir))
+	if err != nil {
+		d.log.Warn("containers not put back on the bridge", "err", err)
+		return
+	}
+	for _, a := range atts {
+		l, err := netlink.LinkByName(a.HostInterface)
+		if err != nil || l.Attrs().MasterIndex == br.Attrs().Index {
+			continue
+		}
+		if err := netlink.LinkSetMaster(l, br); err != nil {
+			d.log.Warn("putting a container back on the bridge", "interface", a.HostInterface, "err", err)
+		}
+	}
 }
 
 func prefixNet(p netip.Prefix) *net.IPNet {
