@@ -89,7 +89,7 @@ and appended to --out as a new section. Needs root.`,
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
-	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand(), benchRingCommand())
+	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand(), benchRingCommand(), benchContainersCommand())
 	rootCmd.AddCommand(cmd)
 }
 
@@ -184,6 +184,43 @@ and appended to --out as a new section. Needs root and iperf3.`,
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times each of a, c1 and d is restarted")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
+}
+
+func benchContainersCommand() *cobra.Command {
+	var (
+		seconds, rounds int
+		out, burrow     string
+	)
+	cmd := &cobra.Command{
+		Use:   "containers",
+		Short: "Measure throughput between containers on burrow-cni and through VXLAN over burrow",
+		Long: `Build a NAT lab: a beacon, and members a and b behind endpoint-independent
+NATs, linked directly, each with its container subnet. Then measure a
+single TCP stream (iperf3) from a to b three ways, in turn, --rounds times:
+
+  - host to host over burrow, between the nodes' TAP addresses;
+  - between two containers that burrow-cni attached, one on each node;
+  - between two containers on a kernel VXLAN segment whose underlay is
+    burrow's virtual Ethernet (flannel's style: a VXLAN device over each
+    TAP with a static forwarding entry to the other node's address).
+
+Each round gives each path's throughput and its ratio to host to host in
+the same round. The results, with date, command, kernel, CPU and burrow
+commit, are printed and appended to --out as a new section. Needs root and
+iperf3.`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench containers --out docs/benchmarks.md`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				return bench.RunContainers(ctx, bench.ContainersOptions{Seconds: seconds, Rounds: rounds, Burrow: binary, Progress: cmd.ErrOrStderr()})
+			})
+		},
+	}
+	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times each path is measured")
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	return cmd
