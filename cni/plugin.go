@@ -109,40 +109,47 @@ func closeStore(s *disk.Store) {
 	s.Close()
 }
 
-func add(args *skel.CmdArgs) error {
+// locked decodes the network configuration and runs f with the address
+// store locked.
+func locked(args *skel.CmdArgs, f func(*NetConf, *disk.Store) error) error {
 	conf, err := parseConf(args.StdinData)
 	if err != nil {
 		return err
 	}
-	n, err := askNode(conf)
-	if err != nil {
-		return err
-	}
-	netns, err := ns.GetNS(args.Netns)
-	if err != nil {
-		return types.NewError(types.ErrInvalidNetNS, "burrow-cni: "+err.Error(), "")
-	}
-	defer netns.Close()
 	store, err := openStore(conf)
 	if err != nil {
 		return err
 	}
 	defer closeStore(store)
+	return f(conf, store)
+}
 
-	att := containers.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Name: containerName(args.Args),
-		HostInterface: hostVethName(args.ContainerID, args.IfName)}
-	if _, ok, _ := containers.Read(conf.DataDir, conf.Name, args.ContainerID, args.IfName); ok {
-		return types.NewError(types.ErrInternal, fmt.Sprintf("burrow-cni: container %s already has interface %s on network %s", args.ContainerID, args.IfName, conf.Name), "")
-	}
-	res, err := configure(conf, n, netns, store, &att, args)
-	if err != nil {
-		if err := undo(conf, store, att); err != nil {
-			fmt.Fprintln(os.Stderr, "burrow-cni: cleaning up after a failed ADD:", err)
+func add(args *skel.CmdArgs) error {
+	return locked(args, func(conf *NetConf, store *disk.Store) error {
+		n, err := askNode(conf)
+		if err != nil {
+			return err
 		}
-		return err
-	}
-	notifyNode(conf)
-	return types.PrintResult(res, conf.CNIVersion)
+		netns, err := ns.GetNS(args.Netns)
+		if err != nil {
+			return types.NewError(types.ErrInvalidNetNS, "burrow-cni: "+err.Error(), "")
+		}
+		defer netns.Close()
+		if _, ok, _ := containers.Read(conf.DataDir, conf.Name, args.ContainerID, args.IfName); ok {
+			return types.NewError(types.ErrInternal, fmt.Sprintf("burrow-cni: container %s already has interface %s on network %s", args.ContainerID, args.IfName, conf.Name), "")
+		}
+		att := containers.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, Name: containerName(args.Args),
+			HostInterface: hostVethName(args.ContainerID, args.IfName)}
+		res, err := configure(conf, n, netns, store, &att, args)
+		if err != nil {
+			if err := undo(conf, store, att); err != nil {
+				fmt.Fprintln(os.Stderr, "burrow-cni: cleaning up after a failed ADD:", err)
+			}
+			return err
+		}
+		notifyNode(conf)
+		return types.PrintResult(res, conf.CNIVersion)
+	})
 }
 
 // configure reserves the container's addresses, records the attachment
@@ -247,21 +254,14 @@ func respError(resp *runtime.Response) error {
 // del removes an attachment: it succeeds when there is nothing left to
 // remove, as the spec asks, and does not need the daemon.
 func del(args *skel.CmdArgs) error {
-	conf, err := parseConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	store, err := openStore(conf)
-	if err != nil {
-		return err
-	}
-	defer closeStore(store)
-	att := containers.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, HostInterface: hostVethName(args.ContainerID, args.IfName)}
-	if err := undo(conf, store, att); err != nil {
-		return types.NewError(types.ErrIOFailure, "burrow-cni: "+err.Error(), "")
-	}
-	notifyNode(conf)
-	return nil
+	return locked(args, func(conf *NetConf, store *disk.Store) error {
+		att := containers.Attachment{ContainerID: args.ContainerID, IfName: args.IfName, HostInterface: hostVethName(args.ContainerID, args.IfName)}
+		if err := undo(conf, store, att); err != nil {
+			return types.NewError(types.ErrIOFailure, "burrow-cni: "+err.Error(), "")
+		}
+		notifyNode(conf)
+		return nil
+	})
 }
 
 // check verifies that an attachment is as add left it: its record, the
@@ -366,35 +366,27 @@ func status(args *skel.CmdArgs) error {
 // gc removes every attachment of the network that the runtime no longer
 // lists as valid, with its veth and addresses.
 func gc(args *skel.CmdArgs) error {
-	conf, err := parseConf(args.StdinData)
-	if err != nil {
-		return err
-	}
-	store, err := openStore(conf)
-	if err != nil {
-		return err
-	}
-	defer closeStore(store)
-	atts, err := containers.OfNetwork(conf.DataDir, conf.Name)
-	if err != nil {
-		return types.NewError(types.ErrIOFailure, "burrow-cni: "+err.Error(), "")
-	}
-	var errs []error
-	removed := false
-	for _, att := range atts {
-		if slices.Contains(conf.ValidAttachments, types.GCAttachment{ContainerID: att.ContainerID, IfName: att.IfName}) {
-			continue
+	return locked(args, func(conf *NetConf, store *disk.Store) error {
+		atts, err := containers.OfNetwork(conf.DataDir, conf.Name)
+		if err != nil {
+			return types.NewError(types.ErrIOFailure, "burrow-cni: "+err.Error(), "")
 		}
-		errs = append(errs, undo(conf, store, att))
-		removed = true
-	}
-	if removed {
-		notifyNode(conf)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return types.NewError(types.ErrIOFailure, "burrow-cni: gc: "+err.Error(), "")
-	}
-	return nil
+		var errs []error
+		removed := false
+		for _, att := range atts {
+			if !slices.Contains(conf.ValidAttachments, types.GCAttachment{ContainerID: att.ContainerID, IfName: att.IfName}) {
+				errs = append(errs, undo(conf, store, att))
+				removed = true
+			}
+		}
+		if removed {
+			notifyNode(conf)
+		}
+		if err := errors.Join(errs...); err != nil {
+			return types.NewError(types.ErrIOFailure, "burrow-cni: gc: "+err.Error(), "")
+		}
+		return nil
+	})
 }
 
 // broadcast is an IPv4 subnet's broadcast address; IPv6 has none.
