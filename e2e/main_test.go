@@ -131,14 +131,21 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 // address, retrying each pair until deadline.
 func pingAll(t *testing.T, nodes []*cluster.Node, deadline time.Duration) {
 	t.Helper()
+	pingEveryPair(t, nodes, func(n *cluster.Node) netip.Addr { return n.Address.Addr() }, deadline)
+}
+
+// pingEveryPair checks that every node reaches every other node at the
+// address addrOf gives it, retrying each pair until deadline.
+func pingEveryPair(t *testing.T, nodes []*cluster.Node, addrOf func(*cluster.Node) netip.Addr, deadline time.Duration) {
+	t.Helper()
 	ctx := ctxFor(t, deadline)
 	for _, a := range nodes {
 		for _, b := range nodes {
 			if a == b {
 				continue
 			}
-			err := cluster.WaitFor(ctx, fmt.Sprintf("%s to ping %s", a.Name, b.Name), func() bool {
-				r, err := netlab.Ping(ctx, a.Host, b.Address.Addr(), 1, 200*time.Millisecond)
+			err := cluster.WaitFor(ctx, fmt.Sprintf("%s to ping %s at %v", a.Name, b.Name, addrOf(b)), func() bool {
+				r, err := netlab.Ping(ctx, a.Host, addrOf(b), 1, 200*time.Millisecond)
 				return err == nil && r.Received == 1
 			})
 			if err != nil {

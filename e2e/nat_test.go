@@ -152,16 +152,21 @@ func configBeacon(b *cluster.Node) config.BeaconRef {
 
 // newWebSocketNetwork is a natNetwork of a node "a" behind an
 // endpoint-independent NAT and a node "d" on a site that lets only TCP 443
-// out, with the beacon serving WebSocket on 443 and every node knowing it
-// there too.
+// out, with the beacon serving WebSocket (see overWebSocket).
 func newWebSocketNetwork(t *testing.T) *natNetwork {
 	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "d": netlab.UDPBlocked})
+	n.overWebSocket()
+	return n
+}
+
+// overWebSocket has the beacon serve WebSocket on 443 and every node know
+// it there too, so that nodes on UDP-blocked sites reach it.
+func (n *natNetwork) overWebSocket() {
 	ws := netip.AddrPortFrom(n.beacon.Host.Addr, 443)
 	n.beacon.Config.Beacon.WebSocket.Listen = ws.String()
 	for _, node := range n.nodes {
 		node.Config.Beacons[0].WebSocket = "ws://" + ws.String() + "/burrow"
 	}
-	return n
 }
 
 // TestUDPBlockedSiteJoinsOverWebSocket: a node whose firewall lets only

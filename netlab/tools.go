@@ -105,6 +105,8 @@ func StartIperf3Server(host *Host) (*Process, error) {
 type Iperf3Result struct {
 	// BitsPerSecond is the rate the server received.
 	BitsPerSecond float64
+	// Bytes is how many bytes the server received.
+	Bytes int64
 	// Retransmits counts the sender's TCP retransmissions.
 	Retransmits int
 	// Intervals is the rate the client sent in each reporting interval
@@ -143,6 +145,7 @@ func ParseIperf3(out []byte) (Iperf3Result, error) {
 			} `json:"sum_sent"`
 			SumReceived struct {
 				BitsPerSecond float64 `json:"bits_per_second"`
+				Bytes         int64   `json:"bytes"`
 			} `json:"sum_received"`
 		} `json:"end"`
 	}
@@ -154,6 +157,7 @@ func ParseIperf3(out []byte) (Iperf3Result, error) {
 	}
 	res := Iperf3Result{
 		BitsPerSecond: report.End.SumReceived.BitsPerSecond,
+		Bytes:         report.End.SumReceived.Bytes,
 		Retransmits:   report.End.SumSent.Retransmits,
 	}
 	for _, iv := range report.Intervals {
