@@ -59,7 +59,8 @@ func TestMDNSServiceDiscoveryAcrossNATs(t *testing.T) {
 // avahiHost is an avahi-daemon on a node's host, with a D-Bus system bus of
 // its own. The lab's hosts share the machine's /run, so every program of
 // one runs in a mount namespace of its own where the host's directories
-// in the lab stand in for /run/dbus and /run/avahi-daemon.
+// in the lab stand in for /run: a fresh machine has no /run/avahi-daemon
+// to mount over until the daemon ran once.
 type avahiHost struct {
 	host   *netlab.Host
 	runDir string // the directory holding the host's dbus and avahi-daemon
@@ -96,9 +97,9 @@ func startAvahi(t *testing.T, lab *netlab.Lab, node *cluster.Node) *avahiHost {
 }
 
 // inOwnRun is the command line that runs a program with the host's
-// directories over /run/dbus and /run/avahi-daemon.
+// directory over /run.
 func (a *avahiHost) inOwnRun(name string, args []string) []string {
-	script := `mount --bind "$0/dbus" /run/dbus && mount --bind "$0/avahi-daemon" /run/avahi-daemon && exec "$@"`
+	script := `mount --bind "$0" /run && exec "$@"`
 	return append([]string{"--mount", "--propagation", "private", "sh", "-c", script, a.runDir, name}, args...)
 }
 
