@@ -5,6 +5,7 @@
 #   make deb                  build out/burrow_VERSION_ARCH.deb with nfpm; DEB_ARCH=arm64 or armhf for the boards
 #   make release              static binaries, packages and SHA256SUMS for amd64, arm64 and armhf in out/release
 #   make image                the container image IMAGE for DEB_ARCH, built with podman (packaging/kubernetes)
+#   make images               IMAGE-amd64, IMAGE-arm64, IMAGE-armhf and the multi-architecture manifest list IMAGE
 #   make test                 the whole test suite (scripts/test)
 #   make fuzz-campaign        every fuzz target for 10 CPU-minutes, the corpus kept (scripts/fuzz-campaign)
 #   make example-config       rewrite packaging/burrow.example.yaml after the template changed
@@ -38,7 +39,7 @@ PODMAN     ?= podman
 NFPM_VERSION := v2.44.0
 NFPM       := $(abspath $(OUT)/tools)/nfpm
 
-.PHONY: all build cross completions install uninstall deb release image nfpm test fuzz-campaign example-config clean
+.PHONY: all build cross completions install uninstall deb release image images nfpm test fuzz-campaign example-config clean
 
 all: build
 
@@ -104,6 +105,18 @@ image: cross
 	cp $(OUT)/$(DEB_ARCH)/burrow /etc/ssl/certs/ca-certificates.crt $(OUT)/image/$(DEB_ARCH)/
 	$(PODMAN) build --platform $(PLATFORM_$(DEB_ARCH)) --file packaging/kubernetes/Containerfile \
 		--tag $(IMAGE) $(OUT)/image/$(DEB_ARCH)
+
+# One name for every node of a cluster whatever its CPU: each node's
+# runtime pulls the image of its own platform from the list.
+images:
+	for arch in $(RELEASE_ARCHES); do \
+		$(MAKE) --no-print-directory image DEB_ARCH=$$arch IMAGE=$(IMAGE)-$$arch DEB_VERSION=$(DEB_VERSION) || exit 1; \
+	done
+	$(PODMAN) manifest rm $(IMAGE) >/dev/null 2>&1 || $(PODMAN) rmi $(IMAGE) >/dev/null 2>&1 || true
+	$(PODMAN) manifest create $(IMAGE)
+	for arch in $(RELEASE_ARCHES); do \
+		$(PODMAN) manifest add $(IMAGE) containers-storage:$(IMAGE)-$$arch || exit 1; \
+	done
 
 test:
 	scripts/test
