@@ -4,6 +4,7 @@ package packaging_test
 
 import (
 	"bufio"
+	"debug/elf"
 	"errors"
 	"io/fs"
 	"os"
@@ -160,15 +161,8 @@ func TestDebInstallsAndPurges(t *testing.T) {
 	}
 
 	run(t, repoRoot, "make", "deb")
-	// The newest package is the one just built; out/ may hold older ones.
 	debs, _ := filepath.Glob(filepath.Join(repoRoot, "out", "burrow_*.deb"))
-	var deb string
-	var newest time.Time
-	for _, d := range debs {
-		if info, err := os.Stat(d); err == nil && info.ModTime().After(newest) {
-			deb, newest = d, info.ModTime()
-		}
-	}
+	deb := newest(debs)
 	if deb == "" {
 		t.Fatal("make deb made no out/burrow_*.deb")
 	}
@@ -209,4 +203,69 @@ func TestDebInstallsAndPurges(t *testing.T) {
 			t.Error("the purge left the empty /var/lib/burrow behind")
 		}
 	}
+}
+
+// TestDebForEachBoard builds the package of each release architecture
+// with 'make deb DEB_ARCH=...' and checks what a board's dpkg and kernel
+// will see: the Architecture field, and a static ELF binary for that CPU,
+// built for ARMv7 on armhf.
+func TestDebForEachBoard(t *testing.T) {
+	need(t, "make", "go", "dpkg-deb")
+	for _, board := range []struct {
+		debArch string
+		machine elf.Machine
+		build   []string // settings 'go version -m' must list
+	}{
+		{"amd64", elf.EM_X86_64, []string{"GOARCH=amd64"}},
+		{"arm64", elf.EM_AARCH64, []string{"GOARCH=arm64"}},
+		{"armhf", elf.EM_ARM, []string{"GOARCH=arm", "GOARM=7"}},
+	} {
+		t.Run(board.debArch, func(t *testing.T) {
+			run(t, repoRoot, "make", "deb", "DEB_ARCH="+board.debArch)
+			debs, _ := filepath.Glob(filepath.Join(repoRoot, "out", "burrow_*_"+board.debArch+".deb"))
+			deb := newest(debs)
+			if deb == "" {
+				t.Fatalf("make deb DEB_ARCH=%s made no out/burrow_*_%s.deb", board.debArch, board.debArch)
+			}
+			deb, _ = filepath.Abs(deb)
+			if arch := strings.TrimSpace(run(t, repoRoot, "dpkg-deb", "--field", deb, "Architecture")); arch != board.debArch {
+				t.Errorf("%s says Architecture: %s", deb, arch)
+			}
+			root := t.TempDir()
+			run(t, repoRoot, "dpkg-deb", "--extract", deb, root)
+			bin := filepath.Join(root, "usr/bin/burrow")
+			f, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if f.Machine != board.machine {
+				t.Errorf("usr/bin/burrow is for %v, want %v", f.Machine, board.machine)
+			}
+			for _, p := range f.Progs {
+				if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+					t.Errorf("usr/bin/burrow is dynamically linked (%v): a board's libc may differ", p.Type)
+				}
+			}
+			settings := run(t, repoRoot, "go", "version", "-m", bin)
+			for _, want := range append(board.build, "CGO_ENABLED=0") {
+				if !strings.Contains(settings, "\t"+want+"\n") {
+					t.Errorf("usr/bin/burrow was not built with %s:\n%s", want, settings)
+				}
+			}
+		})
+	}
+}
+
+// newest is the most recently written of the files, "" for none: out/ may
+// hold older packages.
+func newest(files []string) string {
+	var path string
+	var newest time.Time
+	for _, f := range files {
+		if info, err := os.Stat(f); err == nil && info.ModTime().After(newest) {
+			path, newest = f, info.ModTime()
+		}
+	}
+	return path
 }
