@@ -59,8 +59,9 @@ func unitSettings(t *testing.T, path string) map[string][]string {
 }
 
 // TestUnitsAreHardened checks the sandbox each unit promises: only
-// CAP_NET_ADMIN, no new privileges, a read-only system but for burrow's own
-// directories, and the socket families and device burrow uses.
+// CAP_NET_ADMIN, no new privileges, real-time priority 1 at most, a
+// read-only system but for burrow's own directories, and the socket
+// families and device burrow uses.
 func TestUnitsAreHardened(t *testing.T) {
 	for unit, config := range map[string]string{"burrow.service": "/etc/burrow/burrow.yaml", "burrow@.service": "/etc/burrow/%i.yaml"} {
 		s := unitSettings(t, filepath.Join("systemd", unit))
@@ -69,6 +70,7 @@ func TestUnitsAreHardened(t *testing.T) {
 			"CapabilityBoundingSet":    "CAP_NET_ADMIN",
 			"AmbientCapabilities":      "CAP_NET_ADMIN",
 			"NoNewPrivileges":          "yes",
+			"LimitRTPRIO":              "1",
 			"ProtectSystem":            "strict",
 			"ReadWritePaths":           "/var/lib/burrow /run/burrow",
 			"ProtectHome":              "yes",

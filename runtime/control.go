@@ -52,8 +52,9 @@ type CertificateStatus struct {
 // QueueStatus counts what the data path's queues dropped: from the fair
 // queues between the TAP and the encryption (CoDel on a flow that keeps a
 // standing queue, or the longest flow's head when the queue is full), and
-// bulk frames CoDel dropped on receive, where the socket reader's backlog
-// waited too long.
+// bulk frames dropped on receive: by CoDel, where they waited too long in
+// the socket's and the receive worker's queues, or because the worker's
+// queue was full.
 type QueueStatus struct {
 	TAPDropped     uint64 `json:"tap_dropped"`
 	ReceiveDropped uint64 `json:"receive_dropped"`
@@ -103,7 +104,7 @@ func (d *Daemon) Status() (Status, error) {
 			st.Queues.TAPDropped += q.Drops.Load()
 		}
 		if d.receiveAQM != nil {
-			st.Queues.ReceiveDropped = d.receiveAQM.Drops.Load()
+			st.Queues.ReceiveDropped = d.receiveAQM.Drops.Load() + d.receiveOverflow.Load()
 		}
 	})
 	return st, err

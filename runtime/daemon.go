@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	goruntime "runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/cpu"
@@ -25,6 +26,7 @@ import (
 	"burrow/overlay"
 	"burrow/runtime/codel"
 	"burrow/runtime/fq"
+	"burrow/runtime/pinned"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
 	"burrow/wire"
@@ -42,7 +44,8 @@ type Daemon struct {
 	control  *controlServer
 	events   chan node.Event
 	calls    chan func()
-	tapBuf   []byte // core-owned buffer for frames written to the TAP
+	tapBuf   []byte      // core-owned buffer for frames written to the TAP
+	coreTAP  *tap.Writer // the core's writer to the TAP
 	addrs    []netip.Prefix
 	mtu      int
 	mac      l2.MAC
@@ -52,24 +55,34 @@ type Daemon struct {
 	// containerNames are the DNS names of containers attached here, as
 	// last registered (core goroutine).
 	containerNames map[string][]netip.Addr
-	tapBridge    string // the TAP's bridge, when this daemon created it
-	wg           sync.WaitGroup
-	cancel       context.CancelFunc
-	done         chan struct{}
-	err          error
-	tr           transports
-	kp           *kernelPath // kernel_path, when enabled
-	tapQueues    []*fq.Queue // one per TAP queue, closed once its goroutines end
-	revocations  *revocations
-	// receiveAQM is the socket reader's CoDel, read by Status.
-	receiveAQM *codel.CoDel
+	tapBridge      string // the TAP's bridge, when this daemon created it
+	wg             sync.WaitGroup
+	cancel         context.CancelFunc
+	done           chan struct{}
+	err            error
+	tr             transports
+	kp             *kernelPath // kernel_path, when enabled
+	tapQueues      []*fq.Queue // one per TAP queue, closed once its goroutines end
+	// tapBells wake each TAP queue's worker when its reader queued frames,
+	// rxBell the receive worker when the socket reader handed it messages.
+	tapBells []*pinned.Doorbell
+	rxBell   *pinned.Doorbell
+	// pinWarning says once that the data path could not take its
+	// real-time priority.
+	pinWarning  sync.Once
+	revocations *revocations
+	// receiveAQM is the receive worker's CoDel, and receiveOverflow counts
+	// the bulk messages dropped when its queue was full; Status reads both.
+	receiveAQM      *codel.CoDel
+	receiveOverflow atomic.Uint64
+	// stop ends the waits of the data path's pinned loops.
+	stop *pinned.Stop
 }
 
 const (
 	eventQueueLen = 4096
 	// rxBufLen holds one GRO-coalesced run of datagrams.
 	rxBufLen   = 65536
-	rxBatch    = 8
 	txBatch    = 128
 	tapReadLen = l2.VirtioNetHdrLen + 65536 + 14
 )
@@ -96,6 +109,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	defer func() {
 		if err != nil {
 			d.closeIO()
+			d.closeDataPath()
 		}
 	}()
 	key, created, err := identity.LoadOrCreateNodeKey(cfg.StateDir, crand.Reader)
@@ -154,6 +168,9 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		return nil, err
 	}
 	d.tapBuf = make([]byte, l2.VirtioNetHdrLen+65536)
+	if d.dev != nil {
+		d.coreTAP = d.dev.Queue(0).NewWriter()
+	}
 
 	now := time.Now()
 	peers := make([]node.StaticPeer, len(cfg.Peers))
@@ -242,16 +259,29 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if d.dev != nil {
 		queues = d.dev.NumQueues()
 	}
+	if d.stop, err = pinned.NewStop(); err != nil {
+		return nil, err
+	}
+	if d.rxBell, err = pinned.NewDoorbell(); err != nil {
+		return nil, err
+	}
+	for range queues {
+		bell, err := pinned.NewDoorbell()
+		if err != nil {
+			return nil, err
+		}
+		d.tapBells = append(d.tapBells, bell)
+		d.tapQueues = append(d.tapQueues, fq.New(tapQueueBuffers, tapReadLen, tapQueueBytes, tapQueueFlows))
+	}
+	reserveProcessors(pinnedLoops(queues))
 	d.wg.Add(2 + 2*queues)
 	d.receiveAQM = codel.New(codel.Target, codel.Interval)
 	go d.runCore(ctx)
-	go d.runSocketReader()
+	go d.runSocketReader(d.rxBell)
 	d.allocateTURN(ctx)
-	for i := range queues {
-		q := fq.New(tapQueueBuffers, tapReadLen, tapQueueBytes, tapQueueFlows)
-		d.tapQueues = append(d.tapQueues, q)
-		go d.runTAPReader(d.dev.Queue(i), q)
-		go d.runTAPWorker(q, ctx.Done())
+	for i, q := range d.tapQueues {
+		go d.runTAPReader(d.dev.Queue(i), q, d.tapBells[i])
+		go d.runTAPWorker(q, d.tapBells[i])
 	}
 	go d.control.serve()
 	return d, nil
@@ -353,7 +383,27 @@ func (d *Daemon) Close() error {
 	return d.err
 }
 
+// closeDataPath releases the data path's queues and wakeups once its
+// loops ended, or never started.
+func (d *Daemon) closeDataPath() {
+	for _, q := range d.tapQueues {
+		q.Close()
+	}
+	for _, bell := range d.tapBells {
+		bell.Close()
+	}
+	if d.rxBell != nil {
+		d.rxBell.Close()
+	}
+	if d.stop != nil {
+		d.stop.Close()
+	}
+}
+
 func (d *Daemon) closeIO() {
+	if d.stop != nil {
+		d.stop.Stop() // before the descriptors the data path waits for close
+	}
 	d.stopKernelPath()
 	if d.control != nil {
 		d.control.close()
@@ -395,9 +445,7 @@ func (d *Daemon) runCore(ctx context.Context) {
 		d.closeIO()
 		go func() {
 			d.wg.Wait()
-			for _, q := range d.tapQueues {
-				q.Close()
-			}
+			d.closeDataPath()
 			close(d.done)
 		}()
 	}()
@@ -481,31 +529,32 @@ func (d *Daemon) sendOne(to link.Endpoint, b []byte) {
 
 func (o *coreOutput) WriteFrame(frame []byte, off l2.Offload) {
 	if o.dev != nil {
-		(*Daemon)(o).writeTAP(o.dev.Queue(0), o.tapBuf, frame, off)
+		(*Daemon)(o).writeTAP(o.coreTAP, o.tapBuf, frame, off)
 	}
 }
 
-// writeTAP writes one frame to a TAP queue through buf, adding the virtio
+// writeTAP writes one frame to the TAP through buf, adding the virtio
 // header the device expects or finishing the checksum when it has none.
-func (d *Daemon) writeTAP(q *tap.Queue, buf, frame []byte, off l2.Offload) {
+func (d *Daemon) writeTAP(w *tap.Writer, buf, frame []byte, off l2.Offload) {
 	if !d.dev.Offloads().VnetHdr {
 		if off.NeedsCsum {
 			if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
 				return
 			}
 		}
-		q.Write(frame)
+		w.Write(frame)
 		return
 	}
 	off.VirtioNetHdr().Encode(buf)
 	n := copy(buf[l2.VirtioNetHdrLen:], frame)
-	q.Write(buf[:l2.VirtioNetHdrLen+n])
+	w.Write(buf[:l2.VirtioNetHdrLen+n])
 }
 
 // newWorker makes the scratch of one data-path goroutine; frames is where
 // it puts frames for the TAP (nil for workers that never write any).
 func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 	out := make([]udpio.Message, 0, txBatch)
+	socket := d.conn.NewWriter()
 	send := func(msgs []node.TxMsg) {
 		out = out[:0]
 		for _, m := range msgs {
@@ -515,7 +564,7 @@ func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 			}
 			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
 		}
-		if _, err := d.conn.WriteBatch(out); err != nil && !closedErr(err) {
+		if _, err := socket.WriteBatch(out); err != nil && !closedErr(err) {
 			d.log.Debug("batch send failed", "err", err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	goruntime "runtime"
 	"time"
 
 	"burrow/l2"
@@ -11,6 +12,7 @@ import (
 	"burrow/node"
 	"burrow/runtime/codel"
 	"burrow/runtime/fq"
+	"burrow/runtime/pinned"
 	"burrow/runtime/tap"
 	"burrow/runtime/turnc"
 	"burrow/runtime/udpio"
@@ -18,22 +20,34 @@ import (
 
 // runTAPReader drains one TAP queue into its fair queue as fast as the
 // kernel fills it, so that no frame waits in the kernel's ring behind a
-// bulk stream; runTAPWorker sends what it queues. A sparse flow's frame
-// it sends itself, so that a ping or a keystroke waits for no other
-// goroutine.
-func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
+// bulk stream (package fq says why); runTAPWorker sends what it queues.
+// A small frame of a flow with nothing queued the reader sends itself, as
+// it reads it: a ping, a keystroke, an acknowledgement. The reader runs at
+// real-time priority, and the worker at normal priority: the reader's
+// work is a copy per frame and the encryption of small ones, the worker's
+// the encryption of bulk streams, which must not starve the programs that
+// send them. Both wait in the kernel (package pinned).
+func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell) {
 	defer d.wg.Done()
+	d.pin(dataPathPriority)
 	vnet := d.dev.Offloads().VnetHdr
 	w := d.newWorker(nil)
 	dp := d.node.Dataplane()
 	p := q.Get()
 	for {
-		n, err := tq.Read(p.Buf)
+		n, err := tq.TryRead(p.Buf)
 		if err != nil {
 			if !closedErr(err) {
 				d.log.Error("TAP read failed", "err", err)
 			}
 			return
+		}
+		if n == 0 {
+			w.Tx.Flush()
+			if stopped, err := d.stop.Wait(tq.Fd()); stopped || err != nil {
+				return
+			}
+			continue
 		}
 		p.Frame, p.Hdr = p.Buf[:n], l2.VirtioNetHdr{}
 		if vnet {
@@ -44,19 +58,20 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue) {
 		}
 		now := time.Now().UnixNano()
 		if q.Admit(p, time.Duration(now)) {
+			bell.Ring()
 			p = q.Get()
 			continue
 		}
 		dp.FromTAP(w, p.Hdr, p.Frame, now)
-		w.Tx.Flush()
 	}
 }
 
 // runTAPWorker moves the frames of one TAP queue's fair queue into the
-// tunnel, in the order the queue gives, until done is closed. It sends
-// after every few frames and whenever the queue runs dry.
-func (d *Daemon) runTAPWorker(q *fq.Queue, done <-chan struct{}) {
+// tunnel, in the order the queue gives, until the data path stops. It
+// sends after every few frames and whenever the queue runs dry.
+func (d *Daemon) runTAPWorker(q *fq.Queue, bell *pinned.Doorbell) {
 	defer d.wg.Done()
+	d.pin(0)
 	w := d.newWorker(nil)
 	dp := d.node.Dataplane()
 	unsent := 0
@@ -68,11 +83,13 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, done <-chan struct{}) {
 				w.Tx.Flush()
 				unsent = 0
 			}
-			select {
-			case <-q.Ready():
+			bell.Arm()
+			// A frame queued before the Arm rang for nobody.
+			if p = q.Next(time.Duration(now)); p == nil {
+				if stopped, err := bell.Wait(d.stop); stopped || err != nil {
+					return
+				}
 				continue
-			case <-done:
-				return
 			}
 		}
 		dp.FromTAP(w, p.Hdr, p.Frame, now)
@@ -103,11 +120,10 @@ const (
 // tapWriter coalesces frames bound for the TAP and writes them in as few
 // system calls as the kernel allows.
 type tapWriter struct {
-	d    *Daemon
-	q    *tap.Queue
-	gro  *l2.Coalescer // nil when the TAP has no virtio header
-	buf  []byte
-	fail error
+	d   *Daemon
+	w   *tap.Writer   // nil without a TAP: a beacon
+	gro *l2.Coalescer // nil when the TAP has no virtio header
+	buf []byte
 	// aqm keeps the socket's receive queue short (nil without one): the
 	// socket reader sets now and the current datagram's time in the queue
 	// before handing it to the core.
@@ -122,20 +138,20 @@ type tapWriter struct {
 const bulkFrameLen = 1000
 
 func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
-	if t.q == nil {
-		return // no TAP device: a beacon
+	if t.w == nil {
+		return
 	}
 	if t.aqm != nil && len(frame) >= bulkFrameLen && t.aqm.Drop(t.now, t.sojourn) {
 		return
 	}
 	if t.gro == nil {
-		t.d.writeTAP(t.q, t.buf, frame, off)
+		t.d.writeTAP(t.w, t.buf, frame, off)
 		return
 	}
 	if !t.gro.Add(frame, off) {
 		t.flush()
 		if !t.gro.Add(frame, off) {
-			t.d.writeTAP(t.q, t.buf, frame, off)
+			t.d.writeTAP(t.w, t.buf, frame, off)
 		}
 	}
 }
@@ -145,7 +161,7 @@ func (t *tapWriter) Frame(frame []byte, off l2.Offload) {
 func (d *Daemon) newTAPWriter(coalesce bool) *tapWriter {
 	tw := &tapWriter{d: d, buf: make([]byte, l2.VirtioNetHdrLen+65536)}
 	if d.dev != nil {
-		tw.q = d.dev.Queue(0)
+		tw.w = d.dev.Queue(0).NewWriter()
 		if coalesce && d.dev.Offloads().VnetHdr {
 			tw.gro = l2.NewCoalescer(256, 512<<10)
 		}
@@ -160,90 +176,121 @@ func (t *tapWriter) flush() {
 }
 
 func (t *tapWriter) write(pkt []byte) error {
-	_, err := t.q.Write(pkt)
+	_, err := t.w.Write(pkt)
 	return err
 }
 
 // runSocketReader moves datagrams from the socket to the TAP (or onwards).
-// It drains the socket into its buffers before each message it handles,
-// and handles small datagrams first: a ping or a keystroke that arrives
-// behind a backlog of bulk data waits for one bulk message's decryption,
-// not for the backlog's, and the backlog waits here, where its time is
-// known to CoDel, rather than in the kernel's queue. The replay window
-// takes the reordering.
-func (d *Daemon) runSocketReader() {
+// It runs at real-time priority and handles small datagrams itself as it
+// reads them: a ping or a keystroke that arrives behind a backlog of bulk
+// data waits for neither the backlog's decryption nor a busy thread's turn.
+// Bulk messages it hands to runReceiveWorker, at normal priority: their
+// decryption must not starve the programs they are for. Their wait in
+// both queues, the kernel's and the worker's, is known to the worker's
+// CoDel; when the worker's is full, the reader drops them. The replay
+// window takes the reordering.
+func (d *Daemon) runSocketReader(bell *pinned.Doorbell) {
 	defer d.wg.Done()
-	tw := d.newTAPWriter(true)
-	tw.aqm = d.receiveAQM
+	d.pin(dataPathPriority)
+	bulk := make(chan udpio.Message, rxQueued)
+	free := make(chan []byte, rxQueued)
+	for range rxQueued {
+		free <- make([]byte, rxBufLen)
+	}
+	d.wg.Add(1)
+	go d.runReceiveWorker(bulk, free, bell)
+	tw := d.newTAPWriter(false)
 	w := d.newWorker(tw)
 	msgs := make([]udpio.Message, rxBatch)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, rxBufLen)
 	}
-	waiting := 0 // msgs[:waiting] are read and not yet handled
-	sinceFlush := 0
 	for {
-		var n int
-		var err error
-		switch {
-		case waiting == 0:
-			n, err = d.conn.ReadBatch(msgs)
-		case len(msgs)-waiting >= rxRefill:
-			n, err = d.conn.TryReadBatch(msgs[waiting:])
-		}
+		n, err := d.conn.TryReadBatch(msgs)
 		if err != nil {
 			if !closedErr(err) {
 				d.log.Error("socket read failed", "err", err)
 			}
 			return
 		}
-		waiting += n
+		if n == 0 {
+			if stopped, err := d.stop.Wait(d.conn.Fd()); stopped || err != nil {
+				return
+			}
+			continue
+		}
 		now := time.Now().UnixNano()
-		small := false
-		for i := range msgs[:waiting] {
-			if m := &msgs[i]; m.N <= smallDatagram {
+		handedOver := false
+		for i := range msgs[:n] {
+			m := &msgs[i]
+			if m.N <= smallDatagram {
 				d.fromSocket(w, tw, m, now)
-				m.N, small = -1, true
+				continue
+			}
+			select {
+			case buf := <-free:
+				bulk <- *m // never blocks: there are as many places as buffers
+				m.Buf = buf
+				handedOver = true
+			default:
+				d.receiveOverflow.Add(1)
 			}
 		}
-		if !small {
-			d.fromSocket(w, tw, &msgs[0], now)
-			msgs[0].N = -1
-			sinceFlush++
+		if handedOver {
+			bell.Ring()
 		}
-		waiting = compactHandled(msgs[:waiting])
-		if waiting == 0 || small || sinceFlush >= rxFlushEvery {
+		tw.flush()
+		w.Tx.Flush()
+	}
+}
+
+// runReceiveWorker decrypts the bulk messages the socket reader hands it
+// and writes what they carry to the TAP, coalesced, until the data path
+// stops. It gives each buffer back to free once handled.
+func (d *Daemon) runReceiveWorker(bulk <-chan udpio.Message, free chan<- []byte, bell *pinned.Doorbell) {
+	defer d.wg.Done()
+	d.pin(0)
+	tw := d.newTAPWriter(true)
+	tw.aqm = d.receiveAQM
+	w := d.newWorker(tw)
+	unflushed := 0
+	for {
+		var m udpio.Message
+		select {
+		case m = <-bulk:
+		default:
 			tw.flush()
 			w.Tx.Flush()
-			sinceFlush = 0
+			unflushed = 0
+			bell.Arm()
+			if len(bulk) > 0 {
+				continue
+			}
+			if stopped, err := bell.Wait(d.stop); stopped || err != nil {
+				return
+			}
+			continue
+		}
+		d.fromSocket(w, tw, &m, time.Now().UnixNano())
+		free <- m.Buf // never blocks: the buffer came from there
+		if unflushed++; unflushed == rxFlushEvery {
+			tw.flush()
+			w.Tx.Flush()
+			unflushed = 0
 		}
 	}
 }
 
-// rxFlushEvery is how many bulk messages the socket reader merges for
-// the TAP at most before it writes them; a small datagram is written at
-// once. rxRefill is how many of its buffers must be free before it looks
-// for more datagrams while some wait: a few bulk messages' decryption is
-// the longest a small datagram waits in the kernel, and the looking costs
-// a system call per few messages, not one per message.
+// rxBatch is how many messages the socket reader reads at once, rxQueued
+// how many bulk messages wait for the receive worker at most (a few
+// milliseconds of a stream at the rates one core decrypts), and
+// rxFlushEvery how many the worker merges for the TAP at most before it
+// writes them.
 const (
+	rxBatch      = 8
+	rxQueued     = 8
 	rxFlushEvery = 16
-	rxRefill     = 4
 )
-
-// compactHandled moves the messages marked handled (N < 0) behind the
-// others, keeping the others' order, and returns how many are left; the
-// buffers move with them.
-func compactHandled(msgs []udpio.Message) int {
-	left := 0
-	for i := range msgs {
-		if msgs[i].N >= 0 {
-			msgs[left], msgs[i] = msgs[i], msgs[left]
-			left++
-		}
-	}
-	return left
-}
 
 // smallDatagram is the size up to which a datagram carries no bulk data:
 // pings, acknowledgements, keystrokes, DNS, the overlay's control.
@@ -286,4 +333,37 @@ func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, now
 
 func closedErr(err error) bool {
 	return errors.Is(err, os.ErrClosed) || errors.Is(err, net.ErrClosed)
+}
+
+// dataPathPriority is the real-time priority of the data path's readers:
+// the lowest, above every normal thread and below the kernel's own
+// real-time threads.
+const dataPathPriority = 1
+
+// pin puts the calling data-path loop on a thread of its own, at the
+// real-time priority given (0 for normal; package pinned says why);
+// without the privilege it runs at normal priority, and the first loop
+// that finds so says it.
+func (d *Daemon) pin(priority int) {
+	if err := pinned.Pin(priority); err != nil {
+		d.pinWarning.Do(func() {
+			d.log.Warn("data path at normal priority: latency under load will suffer (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of 1)", "err", err)
+		})
+	}
+}
+
+// pinnedLoops is how many threads the data path pins: the socket's reader
+// and receive worker, and each TAP queue's reader and worker.
+func pinnedLoops(tapQueues int) int { return 2 + 2*tapQueues }
+
+// reserveProcessors lets Go run as many goroutines at once as the
+// machine has CPUs besides the pinned loops, unless GOMAXPROCS says
+// otherwise: a pinned loop keeps its processor while it waits in the
+// kernel, and with Go's default, one per CPU, the rest of the daemon and
+// the other loops would queue for the processors the waiting ones hold.
+func reserveProcessors(pinned int) {
+	if os.Getenv("GOMAXPROCS") != "" {
+		return
+	}
+	goruntime.GOMAXPROCS(goruntime.NumCPU() + pinned)
 }

@@ -67,7 +67,6 @@ type Queue struct {
 	bytes, limit int
 	// Drops counts the frames dropped: by CoDel, or to make room.
 	Drops atomic.Uint64
-	ready chan struct{}
 	// mapped is the buffers' mapping, unmapped by Close; nil when they
 	// are on the heap.
 	mapped []byte
@@ -89,7 +88,6 @@ func New(buffers, bufLen, limit, flows int) *Queue {
 		flows:    make([]flow, flows),
 		newFlows: newRing(flows),
 		oldFlows: newRing(flows),
-		ready:    make(chan struct{}, 1),
 	}
 	slab, err := unix.Mmap(-1, 0, buffers*bufLen, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err == nil {
@@ -153,10 +151,6 @@ func (q *Queue) Admit(p *Packet, now time.Duration) bool {
 	}
 	q.put(i, p, now)
 	q.mu.Unlock()
-	select {
-	case q.ready <- struct{}{}:
-	default:
-	}
 	return true
 }
 
@@ -183,10 +177,6 @@ func (q *Queue) put(i int, p *Packet, now time.Duration) {
 		q.newFlows.push(i)
 	}
 }
-
-// Ready is signalled when Admit queues a frame: the worker waits on it when Next found
-// nothing.
-func (q *Queue) Ready() <-chan struct{} { return q.ready }
 
 // Next returns the frame to send next at now, or nil when nothing is
 // queued. Frames CoDel drops on the way go back to the free buffers.

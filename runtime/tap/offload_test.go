@@ -42,8 +42,9 @@ func TestTCPSuperFramesCrossAForwarder(t *testing.T) {
 	forward := func(src, dst *Queue, count bool) {
 		defer wg.Done()
 		buf := make([]byte, 1<<17)
+		w := dst.NewWriter()
 		for {
-			n, err := src.Read(buf)
+			n, err := readPacket(src, buf)
 			if err != nil {
 				return
 			}
@@ -54,7 +55,7 @@ func TestTCPSuperFramesCrossAForwarder(t *testing.T) {
 					largest.Store(int64(n))
 				}
 			}
-			if _, err := dst.Write(pkt); err != nil && !errors.Is(err, os.ErrClosed) {
+			if _, err := w.Write(pkt); err != nil && !errors.Is(err, os.ErrClosed) {
 				t.Errorf("forward %d bytes: %v", n, err)
 			}
 		}

@@ -102,7 +102,11 @@ func (d *Device) open(opts Options) error {
 		return err
 	}
 	d.name = name
-	d.queues = append(d.queues, newQueue(fd, name))
+	q, err := newQueue(fd, name)
+	if err != nil {
+		return err
+	}
+	d.queues = append(d.queues, q)
 	if flags&unix.IFF_VNET_HDR != 0 {
 		if err := setVnetHdrLen(fd); err != nil {
 			return err
@@ -114,7 +118,11 @@ func (d *Device) open(opts Options) error {
 		if err != nil {
 			return err
 		}
-		d.queues = append(d.queues, newQueue(fd, name))
+		q, err := newQueue(fd, name)
+		if err != nil {
+			return err
+		}
+		d.queues = append(d.queues, q)
 	}
 	return nil
 }

@@ -124,14 +124,30 @@ func TestCreateRefusesNameInUse(t *testing.T) {
 	assertAddresses(t, nl, link, hostAddr)
 }
 
-func TestCloseUnblocksRead(t *testing.T) {
+// readPacket waits for q's next packet as a pinned loop does: TryRead,
+// and when nothing is queued, wait for the descriptor (here a tenth of a
+// second at most, so that a closed queue is noticed).
+func readPacket(q *Queue, buf []byte) (int, error) {
+	for {
+		n, err := q.TryRead(buf)
+		if n > 0 || err != nil {
+			return n, err
+		}
+		fds := []unix.PollFd{{Fd: int32(q.Fd()), Events: unix.POLLIN}}
+		if _, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) {
+			return 0, err
+		}
+	}
+}
+
+func TestCloseEndsReads(t *testing.T) {
 	ns, _ := newNamespace(t)
 	dev := createIn(t, ns, Options{Name: "burrow0", Offload: true})
 	done := make(chan error, 1)
 	go func() {
 		buf := make([]byte, 2048)
 		for {
-			if _, err := dev.Queue(0).Read(buf); err != nil {
+			if _, err := readPacket(dev.Queue(0), buf); err != nil {
 				done <- err
 				return
 			}
@@ -142,10 +158,10 @@ func TestCloseUnblocksRead(t *testing.T) {
 	select {
 	case err := <-done:
 		if !errors.Is(err, os.ErrClosed) {
-			t.Errorf("Read after Close: %v, want os.ErrClosed", err)
+			t.Errorf("read after Close: %v, want os.ErrClosed", err)
 		}
 	case <-time.After(5 * time.Second):
-		t.Fatal("Read still blocked 5 s after Close")
+		t.Fatal("reads still going on 5 s after Close")
 	}
 }
 
@@ -170,12 +186,13 @@ func TestARPReplyThroughKernel(t *testing.T) {
 			request := make([]byte, hdrLen+60)
 			putARPRequest(request[hdrLen:], peerMAC, peerAddr.Addr(), hostAddr.Addr())
 			buf := make([]byte, 2048)
+			w := dev.Queue(0).NewWriter()
 			exchange := func() []byte {
-				if _, err := dev.Queue(0).Write(request); err != nil {
+				if _, err := w.Write(request); err != nil {
 					t.Fatalf("write ARP request: %v", err)
 				}
 				for {
-					n, err := dev.Queue(0).Read(buf)
+					n, err := readPacket(dev.Queue(0), buf)
 					if err != nil {
 						t.Fatalf("no ARP reply before the watchdog: %v", err)
 					}
@@ -287,5 +304,56 @@ func assertOnlyLoopback(t *testing.T, nl *netlink.Handle) {
 		if a.LinkIndex != 1 {
 			t.Errorf("address %s left behind on link %d", a.IPNet, a.LinkIndex)
 		}
+	}
+}
+
+// TestTryReadNeverWaits: TryRead returns nothing at once from an empty
+// queue, the kernel's ARP reply once Fd is readable, and os.ErrClosed
+// after Close; it allocates nothing.
+func TestTryReadNeverWaits(t *testing.T) {
+	ns, _ := newNamespace(t)
+	dev := createIn(t, ns, Options{Name: "burrow0", MAC: hostMAC, Addresses: []netip.Prefix{hostAddr}})
+	q := dev.Queue(0)
+	buf := make([]byte, 2048)
+	drainUntilEmpty := func() {
+		for {
+			n, err := q.TryRead(buf)
+			if err != nil {
+				t.Fatalf("TryRead: %v", err)
+			}
+			if n == 0 {
+				return
+			}
+		}
+	}
+	drainUntilEmpty() // what the kernel sent when the link came up
+	if allocs := testing.AllocsPerRun(50, func() { q.TryRead(buf) }); allocs != 0 {
+		t.Errorf("TryRead allocates %.1f times per call", allocs)
+	}
+	request := make([]byte, 60)
+	putARPRequest(request, peerMAC, peerAddr.Addr(), hostAddr.Addr())
+	if _, err := q.NewWriter().Write(request); err != nil {
+		t.Fatal(err)
+	}
+	fds := []unix.PollFd{{Fd: int32(q.Fd()), Events: unix.POLLIN}}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatal("no ARP reply within 5 s")
+		}
+		if _, err := unix.Poll(fds, 100); err != nil && !errors.Is(err, unix.EINTR) {
+			t.Fatal(err)
+		}
+		n, err := q.TryRead(buf)
+		if err != nil {
+			t.Fatalf("TryRead: %v", err)
+		}
+		if n >= 42 && binary.BigEndian.Uint16(buf[12:]) == 0x0806 {
+			break
+		}
+	}
+	dev.Close()
+	if _, err := q.TryRead(buf); !errors.Is(err, os.ErrClosed) {
+		t.Fatalf("TryRead after Close: %v, want os.ErrClosed", err)
 	}
 }

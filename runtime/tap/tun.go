@@ -2,11 +2,7 @@
 
 package tap
 
-import (
-	"os"
-
-	"golang.org/x/sys/unix"
-)
+import "golang.org/x/sys/unix"
 
 // Offload flags for TUNSETOFFLOAD (linux/if_tun.h); x/sys does not define them.
 const (
@@ -23,7 +19,7 @@ const VnetHdrLen = 10
 
 const tunPath = "/dev/net/tun"
 
-// openQueue opens /dev/net/tun non-blocking and attaches it to the TAP name
+// openQueue opens /dev/net/tun (blocking: see newQueue) and attaches it to the TAP name
 // with flags; it returns the fd and the name the kernel settled on (an empty
 // name or one with %d is chosen by the kernel).
 func openQueue(name string, flags uint16) (int, string, error) {
@@ -31,7 +27,7 @@ func openQueue(name string, flags uint16) (int, string, error) {
 	if err != nil {
 		return -1, "", describe("interface name "+name, err)
 	}
-	fd, err := unix.Open(tunPath, unix.O_RDWR|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := unix.Open(tunPath, unix.O_RDWR|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1, "", describe("open "+tunPath, err)
 	}
@@ -66,9 +62,4 @@ func enableOffloads(fd int) Offloads {
 	// A new device starts without offloads, so the kernel keeps finishing
 	// checksums and segmenting itself; the header is still there, all zero.
 	return Offloads{VnetHdr: true}
-}
-
-// newQueue hands the non-blocking fd to the Go runtime poller.
-func newQueue(fd int, name string) *Queue {
-	return &Queue{file: os.NewFile(uintptr(fd), tunPath+":"+name)}
 }

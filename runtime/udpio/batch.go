@@ -10,7 +10,7 @@ import (
 )
 
 // batch holds the kernel-facing arrays of one direction, allocated once, and
-// the closure the poller calls, created once so that a call allocates nothing.
+// the call that uses them, created once so that a call allocates nothing.
 type batch struct {
 	hdrs  []unix.Mmsghdr
 	iovs  []unix.Iovec // one per message; a segmented send spans several
@@ -23,9 +23,11 @@ type batch struct {
 	n         int
 	errno     unix.Errno
 	// nowait makes call return what is there, nothing perhaps, rather
-	// than wait for the poller.
+	// than wait in the kernel until it can move at least one message.
 	nowait bool
-	call   func(fd uintptr) bool
+	// shut says the wait ended because the socket was shut down.
+	shut bool
+	call func(fd uintptr)
 }
 
 func newBatch(trap uintptr, ctrlSpace int) *batch {
@@ -37,7 +39,12 @@ func newBatch(trap uintptr, ctrlSpace int) *batch {
 		segs:      make([]int, BatchSize),
 		ctrlSpace: ctrlSpace,
 	}
-	b.call = func(fd uintptr) bool {
+	events := int16(unix.POLLIN)
+	if trap == unix.SYS_SENDMMSG {
+		events = unix.POLLOUT
+	}
+	b.call = func(fd uintptr) {
+		b.shut = false
 		for {
 			n, errno := mmsg(trap, fd, b.hdrs[b.from:b.to])
 			switch errno {
@@ -46,12 +53,15 @@ func newBatch(trap uintptr, ctrlSpace int) *batch {
 			case unix.EAGAIN:
 				if b.nowait {
 					b.n, b.errno = 0, 0
-					return true
+					return
 				}
-				return false // the poller waits and calls again
+				if waitFor(int(fd), events) {
+					continue
+				}
+				b.shut = true
 			}
 			b.n, b.errno = n, errno
-			return true
+			return
 		}
 	}
 	return b
@@ -101,8 +111,8 @@ func (c *Conn) readBatch(msgs []Message, nowait bool) (int, error) {
 		b.setHeader(i, i, 1, unix.SizeofSockaddrInet6, b.control(i))
 	}
 	b.from, b.to = 0, count
-	if err := c.raw.Read(b.call); err != nil {
-		return 0, err
+	if err := c.raw.Control(b.call); err != nil || b.shut {
+		return 0, c.closed("read")
 	}
 	if b.errno != 0 {
 		return 0, os.NewSyscallError("recvmmsg", b.errno)
@@ -120,20 +130,42 @@ func (c *Conn) readBatch(msgs []Message, nowait bool) (int, error) {
 	return b.n, nil
 }
 
-// WriteBatch sends msgs in order and returns how many were sent; on error
-// msgs[n] is the first one not sent. While GSO is on, consecutive datagrams
-// to one address with equal length (the last of a run may be shorter) leave
-// in one segmented send. When the kernel refuses a segmented send, the
-// datagrams are sent again unsegmented; if that works, GSO is switched off
-// for the socket (EIO, EINVAL: it cannot segment) or kept for later sends
-// (EMSGSIZE: the segments exceed the path MTU, a limit of this path only).
+// Writer sends batches of datagrams on a Conn. Each goroutine that sends
+// takes a Writer of its own: Writers share only the socket, so that no
+// sender waits for another.
+type Writer struct {
+	c     *Conn
+	batch *batch
+	one   [1]Message // WriteTo's
+}
+
+// NewWriter makes a Writer for c.
+func (c *Conn) NewWriter() *Writer {
+	return &Writer{c: c, batch: newBatch(unix.SYS_SENDMMSG, segmentCmsgSpace)}
+}
+
+// WriteBatch sends msgs as Writer.WriteBatch does, with a Writer of the
+// Conn's.
 func (c *Conn) WriteBatch(msgs []Message) (int, error) {
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
+	w := c.writers.Get().(*Writer)
+	defer c.writers.Put(w)
+	return w.WriteBatch(msgs)
+}
+
+// WriteBatch sends msgs in order, waiting while the socket's buffer is
+// full, and returns how many were sent; on error msgs[n] is the first one
+// not sent. While GSO is on, consecutive datagrams to one address with
+// equal length (the last of a run may be shorter) leave in one segmented
+// send. When the kernel refuses a segmented send, the datagrams are sent
+// again unsegmented; if that works, GSO is switched off for the socket
+// (EIO, EINVAL: it cannot segment) or kept for later sends (EMSGSIZE: the
+// segments exceed the path MTU, a limit of this path only).
+func (w *Writer) WriteBatch(msgs []Message) (int, error) {
+	c := w.c
 	sent := 0
 	var refused unix.Errno // why the last segmented send was refused, while retrying unsegmented
 	for sent < len(msgs) {
-		n, refusal, err := c.send(c.pack(msgs[sent:], refused == 0 && c.gso.Load()))
+		n, refusal, err := w.send(w.pack(msgs[sent:], refused == 0 && c.gso.Load()))
 		sent += n
 		if refused != 0 && n > 0 {
 			if refused != unix.EMSGSIZE {
@@ -154,8 +186,8 @@ func (c *Conn) WriteBatch(msgs []Message) (int, error) {
 // pack lays out the first BatchSize messages as send headers, one per
 // datagram or, when segment is set, per run of segments, and returns the
 // number of headers.
-func (c *Conn) pack(msgs []Message, segment bool) int {
-	b := c.write
+func (w *Writer) pack(msgs []Message, segment bool) int {
+	b := w.batch
 	msgs = msgs[:min(len(msgs), BatchSize)]
 	groups := 0
 	for i := 0; i < len(msgs); {
@@ -171,7 +203,7 @@ func (c *Conn) pack(msgs []Message, segment bool) int {
 			ctrl = b.control(groups)
 			putSegmentSize(ctrl, len(msgs[i].Buf))
 		}
-		namelen := putSockaddr(&b.names[groups], msgs[i].Addr, c.family)
+		namelen := putSockaddr(&b.names[groups], msgs[i].Addr, w.c.family)
 		b.setHeader(groups, i, run, namelen, ctrl)
 		b.segs[groups] = run
 		groups++
@@ -204,12 +236,12 @@ func segmentRun(msgs []Message) int {
 // full socket buffers. It returns the number of messages sent and, when the
 // kernel refused a segmented send in a way an unsegmented one may not be,
 // the refusal.
-func (c *Conn) send(groups int) (sent int, refusal unix.Errno, err error) {
-	b := c.write
+func (w *Writer) send(groups int) (sent int, refusal unix.Errno, err error) {
+	b := w.batch
 	b.from, b.to = 0, groups
 	for b.from < b.to {
-		if err := c.raw.Write(b.call); err != nil {
-			return sent, 0, err
+		if err := w.c.raw.Control(b.call); err != nil || b.shut {
+			return sent, 0, w.c.closed("write")
 		}
 		if b.errno != 0 {
 			if b.segs[b.from] > 1 && (b.errno == unix.EIO || b.errno == unix.EINVAL || b.errno == unix.EMSGSIZE) {

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -54,20 +55,25 @@ type Message struct {
 	Received int64
 }
 
-// Conn is a UDP socket. ReadBatch, WriteBatch and WriteTo may run at the
-// same time from different goroutines.
+// Conn is a UDP socket. ReadBatch and TryReadBatch may run from one
+// goroutine at a time, beside any number of Writers, WriteBatch and
+// WriteTo calls. The socket is not in Go's poller: a datagram wakes only
+// the thread that waits for it in the kernel (ReadBatch, or a loop that
+// waits for Fd), and no sender waits for another (each has its Writer).
 type Conn struct {
-	udp    *net.UDPConn
+	file   *os.File // holds the descriptor open while a call uses it
 	raw    syscall.RawConn
+	fd     int
 	family int // AF_INET, or AF_INET6 also for dual-stack
 	local  netip.AddrPort
 	gso    atomic.Bool
 	gro    bool
 
-	readMu  sync.Mutex
-	read    *batch
-	writeMu sync.Mutex
-	write   *batch
+	readMu sync.Mutex
+	read   *batch
+	// writers serve WriteBatch and WriteTo, for callers without a Writer
+	// of their own.
+	writers sync.Pool
 }
 
 // Listen opens a UDP socket on addr. An IPv4 address gives an IPv4 socket;
@@ -78,51 +84,86 @@ func Listen(addr netip.AddrPort) (*Conn, error) {
 	if !addr.IsValid() {
 		return nil, fmt.Errorf("udpio: listen on %v: not an address", addr)
 	}
-	udp, err := net.ListenUDP(network(addr.Addr()), net.UDPAddrFromAddrPort(addr))
+	fd, family, err := bind(addr)
 	if err != nil {
-		return nil, fmt.Errorf("udpio: %w", err)
+		return nil, fmt.Errorf("udpio: listen on %v: %w", addr, err)
 	}
+	// A descriptor still blocking when os.NewFile sees it stays out of
+	// Go's poller; it is made non-blocking afterwards for the calls here.
 	c := &Conn{
-		udp:   udp,
-		local: udp.LocalAddr().(*net.UDPAddr).AddrPort(),
-		read:  newBatch(unix.SYS_RECVMMSG, readCmsgSpace),
-		write: newBatch(unix.SYS_SENDMMSG, segmentCmsgSpace),
+		file:   os.NewFile(uintptr(fd), "udp:"+addr.String()),
+		fd:     fd,
+		family: family,
+		read:   newBatch(unix.SYS_RECVMMSG, readCmsgSpace),
 	}
-	if c.raw, err = udp.SyscallConn(); err != nil {
-		udp.Close()
-		return nil, fmt.Errorf("udpio: %w", err)
+	c.raw, _ = c.file.SyscallConn() // never fails for a file
+	c.writers.New = func() any { return c.NewWriter() }
+	if err := unix.SetNonblock(fd, true); err != nil {
+		c.file.Close()
+		return nil, fmt.Errorf("udpio: listen on %v: %w", addr, os.NewSyscallError("fcntl", err))
 	}
-	var familyErr error
-	err = c.raw.Control(func(fd uintptr) {
-		c.family, familyErr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_DOMAIN)
-		gso, gro := tune(int(fd))
-		c.gso.Store(gso)
-		c.gro = gro
-	})
-	if err == nil {
-		err = familyErr
-	}
+	sa, err := unix.Getsockname(fd)
 	if err != nil {
-		udp.Close()
-		return nil, fmt.Errorf("udpio: socket on %v: %w", addr, err)
+		c.file.Close()
+		return nil, fmt.Errorf("udpio: listen on %v: %w", addr, os.NewSyscallError("getsockname", err))
 	}
+	c.local = addrPortOf(sa)
+	gso, gro := tune(fd)
+	c.gso.Store(gso)
+	c.gro = gro
 	return c, nil
 }
 
-// network picks the Go network name that gives the socket family Listen promises.
-func network(addr netip.Addr) string {
-	switch {
-	case addr.Unmap().Is4():
-		return "udp4"
-	case addr.IsUnspecified():
-		return "udp"
-	default:
-		return "udp6"
+// bind makes a blocking UDP socket bound to addr, of the family Listen
+// promises, and returns it with its family.
+func bind(addr netip.AddrPort) (fd, family int, err error) {
+	var sa unix.Sockaddr
+	family = unix.AF_INET6
+	if a := addr.Addr().Unmap(); a.Is4() {
+		family = unix.AF_INET
+		sa = &unix.SockaddrInet4{Port: int(addr.Port()), Addr: a.As4()}
+	} else {
+		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
 	}
+	fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return -1, 0, os.NewSyscallError("socket", err)
+	}
+	if family == unix.AF_INET6 {
+		// Only the unspecified address serves both families.
+		v6only := 1
+		if addr.Addr().IsUnspecified() {
+			v6only = 0
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v6only); err != nil {
+			unix.Close(fd)
+			return -1, 0, os.NewSyscallError("setsockopt IPV6_V6ONLY", err)
+		}
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, 0, os.NewSyscallError("bind", err)
+	}
+	return fd, family, nil
+}
+
+func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
+	switch sa := sa.(type) {
+	case *unix.SockaddrInet4:
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
+	case *unix.SockaddrInet6:
+		return netip.AddrPortFrom(netip.AddrFrom16(sa.Addr).Unmap(), uint16(sa.Port))
+	}
+	return netip.AddrPort{}
 }
 
 // LocalAddr is the address the socket is bound to.
 func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// Fd is the socket's file descriptor, for a loop that waits until it is
+// readable (pinned.Stop.Wait) and then calls TryReadBatch. It stays the
+// socket's until Close.
+func (c *Conn) Fd() int { return c.fd }
 
 // GSO reports whether WriteBatch currently sends runs of equal datagrams as
 // one segmented send.
@@ -131,12 +172,40 @@ func (c *Conn) GSO() bool { return c.gso.Load() }
 // GRO reports whether the kernel may coalesce received datagrams.
 func (c *Conn) GRO() bool { return c.gro }
 
-// WriteTo sends one datagram.
+// WriteTo sends one datagram, waiting while the socket's buffer is full.
 func (c *Conn) WriteTo(b []byte, addr netip.AddrPort) error {
-	_, err := c.udp.WriteToUDPAddrPort(b, addr)
+	w := c.writers.Get().(*Writer)
+	defer c.writers.Put(w)
+	w.one[0] = Message{Buf: b, Addr: addr}
+	_, err := w.WriteBatch(w.one[:])
+	w.one[0] = Message{}
 	return err
 }
 
 // Close closes the socket; blocked ReadBatch and WriteBatch calls return,
 // and every later call fails, with errors that wrap net.ErrClosed.
-func (c *Conn) Close() error { return c.udp.Close() }
+func (c *Conn) Close() error {
+	// Shutting the socket down wakes every thread that waits for it in
+	// the kernel: closing alone would not.
+	_ = c.raw.Control(func(fd uintptr) { _ = unix.Shutdown(int(fd), unix.SHUT_RDWR) })
+	return c.file.Close()
+}
+
+// closed is the error of a call on a closed Conn.
+func (c *Conn) closed(op string) error {
+	return &net.OpError{Op: op, Net: "udp", Addr: net.UDPAddrFromAddrPort(c.local), Err: net.ErrClosed}
+}
+
+// waitFor blocks the calling thread until fd is ready for events (POLLIN
+// or POLLOUT) or has an error or hung up, and reports whether to try the
+// call again: false when the socket was shut down.
+func waitFor(fd int, events int16) bool {
+	fds := [1]unix.PollFd{{Fd: int32(fd), Events: events}}
+	for {
+		_, err := unix.Ppoll(fds[:], nil, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return err == nil && fds[0].Revents&(unix.POLLHUP|unix.POLLNVAL) == 0
+	}
+}

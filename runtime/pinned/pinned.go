@@ -1,0 +1,141 @@
+//go:build linux
+
+// Package pinned runs the data path's loops on operating-system threads
+// of their own, at real-time priority, waiting for their file descriptors
+// in the kernel rather than in Go's poller.
+//
+// On a busy machine a frame that arrives for a daemon at normal priority
+// waits for the scheduler to give its thread a turn among every other
+// runnable program: with a bulk transfer through the tunnel on two cores,
+// milliseconds, in front of each ping or keystroke, on each of the four
+// wakeups of a round trip. Go's poller adds a second wait, as the thread
+// that notices the descriptor is ready must run before the goroutine
+// does. A loop pinned here is woken by the kernel itself, on its own
+// thread, and runs at once: the network stack's own work in the kernel
+// likewise runs ahead of every process. It only ever runs while frames
+// are there to move, as the kernel's does.
+package pinned
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	goruntime "runtime"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// Pin locks the calling goroutine to its thread for good and, when
+// priority is above 0, raises the thread to the round-robin real-time
+// policy at that priority (1 is the lowest, above every normal thread).
+// The goroutine must never unlock the thread: when it returns, the thread
+// ends with it, so no other goroutine ever runs at the raised priority
+// (Go starts new threads from a thread of its own, not from a locked one).
+// Without the privilege (CAP_SYS_NICE, or an RLIMIT_RTPRIO of at least
+// priority) the thread stays locked at normal priority and the error says
+// why.
+func Pin(priority int) error {
+	goruntime.LockOSThread()
+	if priority <= 0 {
+		return nil
+	}
+	attr := unix.SchedAttr{
+		Size:     unix.SizeofSchedAttr,
+		Policy:   unix.SCHED_RR,
+		Priority: uint32(priority),
+	}
+	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+		return fmt.Errorf("real-time priority %d: %w", priority, err)
+	}
+	return nil
+}
+
+// Stop ends the waits of every pinned loop: once stopped, Wait returns at
+// once, for good. Stop it before closing the descriptors the loops wait
+// for, so that none waits for a number the kernel gave to something else.
+type Stop struct {
+	efd int
+}
+
+// NewStop makes a Stop (an eventfd).
+func NewStop() (*Stop, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	return &Stop{efd: efd}, nil
+}
+
+// Stop wakes every Wait and makes every later one return at once.
+func (s *Stop) Stop() error {
+	var one = [8]byte{1}
+	_, err := unix.Write(s.efd, one[:])
+	if err != nil && !errors.Is(err, unix.EAGAIN) {
+		return os.NewSyscallError("eventfd write", err)
+	}
+	return nil
+}
+
+// Close releases the eventfd; no Wait may be running or follow.
+func (s *Stop) Close() error { return unix.Close(s.efd) }
+
+// Wait blocks the calling thread until fd is readable (or has an error
+// or hung up, which the next read reports) or s is stopped, and reports
+// whether s is stopped.
+func (s *Stop) Wait(fd int) (stopped bool, err error) {
+	fds := [2]unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}, {Fd: int32(s.efd), Events: unix.POLLIN}}
+	for {
+		_, err := unix.Ppoll(fds[:], nil, nil)
+		switch {
+		case errors.Is(err, unix.EINTR):
+			continue
+		case err != nil:
+			return false, os.NewSyscallError("ppoll", err)
+		}
+		return fds[1].Revents != 0, nil
+	}
+}
+
+// Doorbell wakes one pinned loop that waits for work another thread
+// hands it, in the kernel, without Go's scheduler: the sleeper Arms it,
+// looks for work once more and Waits; the producer Rings it after handing
+// work over, which costs a system call only when the sleeper is armed.
+type Doorbell struct {
+	efd   int
+	armed atomic.Bool
+}
+
+// NewDoorbell makes a Doorbell (an eventfd).
+func NewDoorbell() (*Doorbell, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		return nil, os.NewSyscallError("eventfd", err)
+	}
+	return &Doorbell{efd: efd}, nil
+}
+
+// Arm says the sleeper is about to wait; it must look for work once more
+// before it does, as a Ring before the Arm woke nobody.
+func (b *Doorbell) Arm() { b.armed.Store(true) }
+
+// Ring wakes the sleeper if it is armed.
+func (b *Doorbell) Ring() {
+	if b.armed.CompareAndSwap(true, false) {
+		var one = [8]byte{1}
+		_, _ = unix.Write(b.efd, one[:]) // EAGAIN: a wakeup is pending already
+	}
+}
+
+// Wait blocks the calling thread until the doorbell rings or s is
+// stopped, and reports whether s is stopped.
+func (b *Doorbell) Wait(s *Stop) (stopped bool, err error) {
+	stopped, err = s.Wait(b.efd)
+	var count [8]byte
+	_, _ = unix.Read(b.efd, count[:]) // reset it; EAGAIN when only s woke us
+	b.armed.Store(false)
+	return stopped, err
+}
+
+// Close releases the eventfd; no Wait may be running or follow.
+func (b *Doorbell) Close() error { return unix.Close(b.efd) }

@@ -1,0 +1,176 @@
+//go:build linux
+
+package pinned
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func newStop(t *testing.T) *Stop {
+	t.Helper()
+	s, err := NewStop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func pipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// waitResult runs s.Wait(fd) in a goroutine and returns its result.
+func waitResult(s *Stop, fd int) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		stopped, err := s.Wait(fd)
+		if err == nil && stopped {
+			err = errStopped
+		}
+		done <- err
+	}()
+	return done
+}
+
+var errStopped = errors.New("stopped")
+
+func TestWaitReturnsOnceTheDescriptorIsReadable(t *testing.T) {
+	s := newStop(t)
+	r, w := pipe(t)
+	done := waitResult(s, int(r.Fd()))
+	select {
+	case err := <-done:
+		t.Fatalf("Wait returned (%v) before anything was written", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.Write([]byte{1})
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait: %v, want readable and not stopped", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Wait still blocked 5 s after the pipe became readable")
+	}
+}
+
+func TestStopEndsEveryWaitForGood(t *testing.T) {
+	s := newStop(t)
+	r, _ := pipe(t)
+	first, second := waitResult(s, int(r.Fd())), waitResult(s, int(r.Fd()))
+	time.Sleep(20 * time.Millisecond)
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	for _, done := range []<-chan error{first, second, waitResult(s, int(r.Fd()))} {
+		select {
+		case err := <-done:
+			if err != errStopped {
+				t.Fatalf("Wait after Stop: %v, want stopped", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Wait still blocked 5 s after Stop")
+		}
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("a second Stop: %v", err)
+	}
+}
+
+// TestDoorbellWakesOnlyAnArmedSleeper: a Ring before Arm writes nothing
+// (the sleeper looks for work once more after arming), a Ring after Arm
+// wakes the Wait, and the Wait leaves the doorbell quiet again.
+func TestDoorbellWakesOnlyAnArmedSleeper(t *testing.T) {
+	s := newStop(t)
+	b, err := NewDoorbell()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	b.Ring()
+	if readable(t, b.efd) {
+		t.Fatal("a Ring with nobody armed made the doorbell readable")
+	}
+	b.Arm()
+	b.Ring()
+	if stopped, err := b.Wait(s); stopped || err != nil {
+		t.Fatalf("Wait after a Ring: stopped %v, %v", stopped, err)
+	}
+	if readable(t, b.efd) {
+		t.Fatal("the doorbell is still readable after Wait")
+	}
+	b.Arm()
+	done := make(chan struct{})
+	go func() {
+		b.Wait(s)
+		close(done)
+	}()
+	time.Sleep(20 * time.Millisecond)
+	b.Ring()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a Ring did not wake the armed sleeper")
+	}
+}
+
+func readable(t *testing.T, fd int) bool {
+	t.Helper()
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
+}
+
+// TestPinRaisesOnlyItsOwnThread: the pinned goroutine's thread runs
+// round-robin at the priority asked for; a goroutine started afterwards
+// does not.
+func TestPinRaisesOnlyItsOwnThread(t *testing.T) {
+	type policy struct {
+		policy, priority uint32
+		err              error
+	}
+	pinnedPolicy := make(chan policy, 1)
+	go func() {
+		err := Pin(1)
+		attr, getErr := unix.SchedGetAttr(0, 0)
+		if err == nil {
+			err = getErr
+		}
+		pinnedPolicy <- policy{attr.Policy, attr.Priority, err}
+	}()
+	got := <-pinnedPolicy
+	if errors.Is(got.err, unix.EPERM) {
+		t.Skipf("skipping: no privilege for real-time priority here (%v)", got.err)
+	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if got.policy != unix.SCHED_RR || got.priority != 1 {
+		t.Fatalf("pinned thread: policy %d priority %d, want SCHED_RR (%d) at 1", got.policy, got.priority, unix.SCHED_RR)
+	}
+	for range 20 {
+		other := make(chan policy, 1)
+		go func() {
+			attr, err := unix.SchedGetAttr(0, 0)
+			other <- policy{attr.Policy, attr.Priority, err}
+		}()
+		if o := <-other; o.err != nil || o.policy != unix.SCHED_NORMAL {
+			t.Fatalf("another goroutine runs with policy %d priority %d (%v): the raised thread leaked", o.policy, o.priority, o.err)
+		}
+	}
+}
