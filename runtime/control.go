@@ -52,9 +52,8 @@ type CertificateStatus struct {
 // QueueStatus counts what the data path's queues dropped: from the fair
 // queues between the TAP and the encryption (CoDel on a flow that keeps a
 // standing queue, or the longest flow's head when the queue is full), and
-// bulk frames dropped on receive: by CoDel, where they waited too long in
-// the socket's and the receive worker's queues, or because the worker's
-// queue was full.
+// bulk frames CoDel dropped on receive, where the socket reader's backlog
+// waited too long.
 type QueueStatus struct {
 	TAPDropped     uint64 `json:"tap_dropped"`
 	ReceiveDropped uint64 `json:"receive_dropped"`
@@ -104,7 +103,7 @@ func (d *Daemon) Status() (Status, error) {
 			st.Queues.TAPDropped += q.Drops.Load()
 		}
 		if d.receiveAQM != nil {
-			st.Queues.ReceiveDropped = d.receiveAQM.Drops.Load() + d.receiveOverflow.Load()
+			st.Queues.ReceiveDropped = d.receiveAQM.Drops.Load()
 		}
 	})
 	return st, err

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	goruntime "runtime"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/cpu"
@@ -63,18 +62,14 @@ type Daemon struct {
 	tr             transports
 	kp             *kernelPath // kernel_path, when enabled
 	tapQueues      []*fq.Queue // one per TAP queue, closed once its goroutines end
-	// tapBells wake each TAP queue's worker when its reader queued frames,
-	// rxBell the receive worker when the socket reader handed it messages.
+	// tapBells wake each TAP queue's worker when its reader queued frames.
 	tapBells []*pinned.Doorbell
-	rxBell   *pinned.Doorbell
 	// pinWarning says once that the data path could not take its
 	// real-time priority.
 	pinWarning  sync.Once
 	revocations *revocations
-	// receiveAQM is the receive worker's CoDel, and receiveOverflow counts
-	// the bulk messages dropped when its queue was full; Status reads both.
-	receiveAQM      *codel.CoDel
-	receiveOverflow atomic.Uint64
+	// receiveAQM is the socket reader's CoDel, read by Status.
+	receiveAQM *codel.CoDel
 	// stop ends the waits of the data path's pinned loops.
 	stop *pinned.Stop
 }
@@ -262,9 +257,6 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if d.stop, err = pinned.NewStop(); err != nil {
 		return nil, err
 	}
-	if d.rxBell, err = pinned.NewDoorbell(); err != nil {
-		return nil, err
-	}
 	for range queues {
 		bell, err := pinned.NewDoorbell()
 		if err != nil {
@@ -277,7 +269,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	d.wg.Add(2 + 2*queues)
 	d.receiveAQM = codel.New(codel.Target, codel.Interval)
 	go d.runCore(ctx)
-	go d.runSocketReader(d.rxBell)
+	go d.runSocketReader()
 	d.allocateTURN(ctx)
 	for i, q := range d.tapQueues {
 		go d.runTAPReader(d.dev.Queue(i), q, d.tapBells[i])
@@ -391,9 +383,6 @@ func (d *Daemon) closeDataPath() {
 	}
 	for _, bell := range d.tapBells {
 		bell.Close()
-	}
-	if d.rxBell != nil {
-		d.rxBell.Close()
 	}
 	if d.stop != nil {
 		d.stop.Close()

@@ -30,6 +30,7 @@ import (
 func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell) {
 	defer d.wg.Done()
 	d.pin(dataPathPriority)
+	budget := d.newBudget()
 	vnet := d.dev.Offloads().VnetHdr
 	w := d.newWorker(nil)
 	dp := d.node.Dataplane()
@@ -42,13 +43,16 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell)
 			}
 			return
 		}
+		now := time.Now().UnixNano()
 		if n == 0 {
 			w.Tx.Flush()
+			budget.Idle(now)
 			if stopped, err := d.stop.Wait(tq.Fd()); stopped || err != nil {
 				return
 			}
 			continue
 		}
+		budget.Busy(now)
 		p.Frame, p.Hdr = p.Buf[:n], l2.VirtioNetHdr{}
 		if vnet {
 			if err := p.Hdr.Decode(p.Frame); err != nil {
@@ -56,7 +60,6 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell)
 			}
 			p.Frame = p.Frame[l2.VirtioNetHdrLen:]
 		}
-		now := time.Now().UnixNano()
 		if q.Admit(p, time.Duration(now)) {
 			bell.Ring()
 			p = q.Get()
@@ -181,116 +184,94 @@ func (t *tapWriter) write(pkt []byte) error {
 }
 
 // runSocketReader moves datagrams from the socket to the TAP (or onwards).
-// It runs at real-time priority and handles small datagrams itself as it
-// reads them: a ping or a keystroke that arrives behind a backlog of bulk
-// data waits for neither the backlog's decryption nor a busy thread's turn.
-// Bulk messages it hands to runReceiveWorker, at normal priority: their
-// decryption must not starve the programs they are for. Their wait in
-// both queues, the kernel's and the worker's, is known to the worker's
-// CoDel; when the worker's is full, the reader drops them. The replay
-// window takes the reordering.
-func (d *Daemon) runSocketReader(bell *pinned.Doorbell) {
+// It drains the socket into its buffers before each message it handles,
+// and handles small datagrams first: a ping or a keystroke that arrives
+// behind a backlog of bulk data waits for one bulk message's decryption,
+// not for the backlog's, and the backlog waits here, where its time is
+// known to CoDel, rather than in the kernel's queue. The replay window
+// takes the reordering. It runs pinned at real-time priority within its
+// budget, so that what arrives for it waits for no busy program's turn.
+func (d *Daemon) runSocketReader() {
 	defer d.wg.Done()
 	d.pin(dataPathPriority)
-	bulk := make(chan udpio.Message, rxQueued)
-	free := make(chan []byte, rxQueued)
-	for range rxQueued {
-		free <- make([]byte, rxBufLen)
-	}
-	d.wg.Add(1)
-	go d.runReceiveWorker(bulk, free, bell)
-	tw := d.newTAPWriter(false)
+	budget := d.newBudget()
+	tw := d.newTAPWriter(true)
+	tw.aqm = d.receiveAQM
 	w := d.newWorker(tw)
 	msgs := make([]udpio.Message, rxBatch)
 	for i := range msgs {
 		msgs[i].Buf = make([]byte, rxBufLen)
 	}
+	waiting := 0 // msgs[:waiting] are read and not yet handled
+	sinceFlush := 0
 	for {
-		n, err := d.conn.TryReadBatch(msgs)
+		var n int
+		var err error
+		if waiting == 0 || len(msgs)-waiting >= rxRefill {
+			n, err = d.conn.TryReadBatch(msgs[waiting:])
+		}
 		if err != nil {
 			if !closedErr(err) {
 				d.log.Error("socket read failed", "err", err)
 			}
 			return
 		}
-		if n == 0 {
+		now := time.Now().UnixNano()
+		if waiting += n; waiting == 0 {
+			budget.Idle(now)
 			if stopped, err := d.stop.Wait(d.conn.Fd()); stopped || err != nil {
 				return
 			}
 			continue
 		}
-		now := time.Now().UnixNano()
-		handedOver := false
-		for i := range msgs[:n] {
-			m := &msgs[i]
-			if m.N <= smallDatagram {
+		budget.Busy(now)
+		small := false
+		for i := range msgs[:waiting] {
+			if m := &msgs[i]; m.N <= smallDatagram {
 				d.fromSocket(w, tw, m, now)
-				continue
-			}
-			select {
-			case buf := <-free:
-				bulk <- *m // never blocks: there are as many places as buffers
-				m.Buf = buf
-				handedOver = true
-			default:
-				d.receiveOverflow.Add(1)
+				m.N, small = -1, true
 			}
 		}
-		if handedOver {
-			bell.Ring()
+		if !small {
+			d.fromSocket(w, tw, &msgs[0], now)
+			msgs[0].N = -1
+			sinceFlush++
 		}
-		tw.flush()
-		w.Tx.Flush()
-	}
-}
-
-// runReceiveWorker decrypts the bulk messages the socket reader hands it
-// and writes what they carry to the TAP, coalesced, until the data path
-// stops. It gives each buffer back to free once handled.
-func (d *Daemon) runReceiveWorker(bulk <-chan udpio.Message, free chan<- []byte, bell *pinned.Doorbell) {
-	defer d.wg.Done()
-	d.pin(0)
-	tw := d.newTAPWriter(true)
-	tw.aqm = d.receiveAQM
-	w := d.newWorker(tw)
-	unflushed := 0
-	for {
-		var m udpio.Message
-		select {
-		case m = <-bulk:
-		default:
+		waiting = compactHandled(msgs[:waiting])
+		if waiting == 0 || small || sinceFlush >= rxFlushEvery {
 			tw.flush()
 			w.Tx.Flush()
-			unflushed = 0
-			bell.Arm()
-			if len(bulk) > 0 {
-				continue
-			}
-			if stopped, err := bell.Wait(d.stop); stopped || err != nil {
-				return
-			}
-			continue
-		}
-		d.fromSocket(w, tw, &m, time.Now().UnixNano())
-		free <- m.Buf // never blocks: the buffer came from there
-		if unflushed++; unflushed == rxFlushEvery {
-			tw.flush()
-			w.Tx.Flush()
-			unflushed = 0
+			sinceFlush = 0
 		}
 	}
 }
 
-// rxBatch is how many messages the socket reader reads at once, rxQueued
-// how many bulk messages wait for the receive worker at most (a few
-// milliseconds of a stream at the rates one core decrypts), and
-// rxFlushEvery how many the worker merges for the TAP at most before it
-// writes them.
+// rxBatch is how many messages the socket reader holds. rxFlushEvery is
+// how many bulk messages it merges for the TAP at most before it writes
+// them; a small datagram is written at once. rxRefill is how many of its
+// buffers must be free before it looks for more datagrams while some
+// wait: a few bulk messages' decryption is the longest a small datagram
+// waits in the kernel, and the looking costs a system call per few
+// messages, not one per message.
 const (
 	rxBatch      = 8
-	rxQueued     = 8
 	rxFlushEvery = 16
+	rxRefill     = 4
 )
+
+// compactHandled moves the messages marked handled (N < 0) behind the
+// others, keeping the others' order, and returns how many are left; the
+// buffers move with them.
+func compactHandled(msgs []udpio.Message) int {
+	left := 0
+	for i := range msgs {
+		if msgs[i].N >= 0 {
+			msgs[left], msgs[i] = msgs[i], msgs[left]
+			left++
+		}
+	}
+	return left
+}
 
 // smallDatagram is the size up to which a datagram carries no bulk data:
 // pings, acknowledgements, keystrokes, DNS, the overlay's control.
@@ -352,9 +333,22 @@ func (d *Daemon) pin(priority int) {
 	}
 }
 
-// pinnedLoops is how many threads the data path pins: the socket's reader
-// and receive worker, and each TAP queue's reader and worker.
-func pinnedLoops(tapQueues int) int { return 2 + 2*tapQueues }
+// pinnedLoops is how many threads the data path pins: the socket's reader,
+// and each TAP queue's reader and worker.
+func pinnedLoops(tapQueues int) int { return 1 + 2*tapQueues }
+
+// A reader's budget: real-time priority for at most 80 ms of every 100,
+// so that a flood it cannot keep up with leaves the CPU a fifth of the
+// time to everything else at least.
+const (
+	budgetShare  = 80 * time.Millisecond
+	budgetWindow = 100 * time.Millisecond
+)
+
+// newBudget makes the budget of a reader pinned at dataPathPriority.
+func (d *Daemon) newBudget() *pinned.Budget {
+	return pinned.NewBudget(dataPathPriority, budgetShare, budgetWindow)
+}
 
 // reserveProcessors lets Go run as many goroutines at once as the
 // machine has CPUs besides the pinned loops, unless GOMAXPROCS says

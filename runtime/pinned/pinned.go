@@ -22,6 +22,7 @@ import (
 	"os"
 	goruntime "runtime"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -40,12 +41,7 @@ func Pin(priority int) error {
 	if priority <= 0 {
 		return nil
 	}
-	attr := unix.SchedAttr{
-		Size:     unix.SizeofSchedAttr,
-		Policy:   unix.SCHED_RR,
-		Priority: uint32(priority),
-	}
-	if err := unix.SchedSetAttr(0, &attr, 0); err != nil {
+	if err := setPolicy(unix.SCHED_RR, priority); err != nil {
 		return fmt.Errorf("real-time priority %d: %w", priority, err)
 	}
 	return nil
@@ -139,3 +135,64 @@ func (b *Doorbell) Wait(s *Stop) (stopped bool, err error) {
 
 // Close releases the eventfd; no Wait may be running or follow.
 func (b *Doorbell) Close() error { return unix.Close(b.efd) }
+
+// Budget keeps a real-time loop from taking a CPU from everything else:
+// a loop busy for more than its share of a window goes on at normal
+// priority, sharing the CPU fairly, until the next window. The kernel
+// likewise hands its own network processing to a normal thread
+// (ksoftirqd) when it runs too long. A Budget belongs to the pinned
+// thread that uses it.
+type Budget struct {
+	priority      int
+	share, window int64 // nanoseconds
+	windowStart   int64
+	used          int64 // busy in this window, before the current stretch
+	busySince     int64 // start of the current stretch; 0 while idle
+	demoted       bool
+}
+
+// NewBudget makes the budget of a loop pinned at priority: busy for at
+// most share of each window at that priority.
+func NewBudget(priority int, share, window time.Duration) *Budget {
+	return &Budget{priority: priority, share: share.Nanoseconds(), window: window.Nanoseconds()}
+}
+
+// Busy notes, at now (Unix nanoseconds), that the loop has work.
+func (b *Budget) Busy(now int64) {
+	if b.priority <= 0 {
+		return
+	}
+	if now-b.windowStart >= b.window {
+		b.windowStart, b.used = now, 0
+		if b.busySince != 0 {
+			b.busySince = now
+		}
+		if b.demoted {
+			b.demoted = setPolicy(unix.SCHED_RR, b.priority) != nil
+		}
+	}
+	if b.busySince == 0 {
+		b.busySince = now
+		return
+	}
+	if !b.demoted && b.used+now-b.busySince > b.share {
+		b.demoted = setPolicy(unix.SCHED_NORMAL, 0) == nil
+	}
+}
+
+// Idle notes, at now, that the loop ran out of work and is about to wait.
+func (b *Budget) Idle(now int64) {
+	if b.busySince != 0 {
+		b.used += now - b.busySince
+		b.busySince = 0
+	}
+}
+
+// Demoted reports whether the loop runs at normal priority for now.
+func (b *Budget) Demoted() bool { return b.demoted }
+
+// setPolicy sets the calling thread's scheduling policy.
+func setPolicy(policy uint32, priority int) error {
+	attr := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: policy, Priority: uint32(priority)}
+	return unix.SchedSetAttr(0, &attr, 0)
+}

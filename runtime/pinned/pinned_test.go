@@ -174,3 +174,69 @@ func TestPinRaisesOnlyItsOwnThread(t *testing.T) {
 		}
 	}
 }
+
+// TestBudgetDemotesALoopBusyBeyondItsShare: the busy time of a window
+// adds up across pauses; past the share the thread runs at normal
+// priority, and the next window gives the real-time priority back.
+func TestBudgetDemotesALoopBusyBeyondItsShare(t *testing.T) {
+	type step struct {
+		idle    bool
+		at      time.Duration
+		demoted bool
+		policy  uint32
+	}
+	steps := []step{
+		{at: 0},
+		{idle: true, at: 3 * time.Millisecond},
+		{at: 10 * time.Millisecond},
+		{at: 12 * time.Millisecond}, // 5 ms busy: the share, not beyond
+		{at: 13 * time.Millisecond, demoted: true, policy: unix.SCHED_NORMAL},
+		{idle: true, at: 14 * time.Millisecond, demoted: true, policy: unix.SCHED_NORMAL},
+		{at: 60 * time.Millisecond, policy: unix.SCHED_RR}, // the next window
+	}
+	type result struct {
+		steps []step
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		if err := Pin(1); err != nil {
+			done <- result{err: err}
+			return
+		}
+		b := NewBudget(1, 5*time.Millisecond, 50*time.Millisecond)
+		start := int64(time.Hour)
+		var got []step
+		for _, s := range steps {
+			now := start + int64(s.at)
+			if s.idle {
+				b.Idle(now)
+			} else {
+				b.Busy(now)
+			}
+			attr, err := unix.SchedGetAttr(0, 0)
+			if err != nil {
+				done <- result{err: err}
+				return
+			}
+			got = append(got, step{idle: s.idle, at: s.at, demoted: b.Demoted(), policy: attr.Policy})
+		}
+		done <- result{steps: got}
+	}()
+	r := <-done
+	if errors.Is(r.err, unix.EPERM) {
+		t.Skipf("skipping: no privilege for real-time priority here (%v)", r.err)
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for i, want := range steps {
+		if want.policy == 0 && !want.demoted {
+			want.policy = unix.SCHED_RR
+		}
+		if got := r.steps[i]; got.demoted != want.demoted || got.policy != want.policy {
+			t.Errorf("after %s at %v: demoted %v with policy %d, want demoted %v with policy %d",
+				map[bool]string{true: "Idle", false: "Busy"}[want.idle], want.at, got.demoted, got.policy, want.demoted, want.policy)
+		}
+	}
+}
