@@ -62,7 +62,7 @@ network configuration list.`,
 func newCNIInstallCmd() *cobra.Command {
 	var (
 		configPath, binDir, confDir, network, cniVersion string
-		chain                                []string
+		chain                                            []string
 	)
 	cmd := &cobra.Command{
 		Use:   "install",
