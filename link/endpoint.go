@@ -56,6 +56,9 @@ func (e Endpoint) Path() string {
 	return "direct"
 }
 
+// bestRank is the rank of a direct path, which nothing beats.
+const bestRank = 2
+
 // rank orders paths by preference: direct beats TURN and WebSocket, which
 // beat a member relay.
 func (e Endpoint) rank() int {
@@ -63,7 +66,7 @@ func (e Endpoint) rank() int {
 	case e.IsRelay():
 		return 0
 	case e.Via == UDP:
-		return 2
+		return bestRank
 	}
 	return 1
 }

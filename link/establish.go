@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"burrow/wire"
@@ -201,6 +202,8 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 		m.nextPort++
 		l = &Link{Port: m.nextPort, Peer: peer, created: now, peerBoot: boot}
 		m.links[peer.ID] = l
+		i, _ := m.linkIndex(peer.ID)
+		m.byID = slices.Insert(m.byID, i, l)
 		m.byPort[l.Port] = l
 	}
 	l.Peer = peer
@@ -213,6 +216,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	}
 	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
 	l.sessions = append(l.sessions, s)
+	l.sessionsChanged(m.timers)
 	m.sessions[s.LocalIndex] = s
 	if p.dial != nil {
 		l.AddCandidates(p.dial.Endpoints)
@@ -247,6 +251,7 @@ func (m *Manager) Confirmed(s *Session, now time.Time) {
 func (m *Manager) promote(l *Link, s *Session, now time.Time) {
 	if l.current == nil || s.Created.After(l.current.Created) || l.current.Created.Equal(s.Created) {
 		l.current = s
+		l.sessionsChanged(m.timers)
 	}
 	if !l.up {
 		l.up, l.Since = true, now

@@ -32,34 +32,43 @@ type Peer struct {
 
 // Link is an authenticated association with one peer.
 type Link struct {
-	Port     uint32 // switch port number, unique for the node's lifetime
-	Peer     Peer
-	Counters Counters
-	Since    time.Time // when the link came up
-	// RTT is the round trip of the last handshake on the link, a cheap
-	// measure of the path for choosing relays.
-	RTT time.Duration
-
-	endpoint atomic.Pointer[Endpoint]
-	// candidates are the peer's known endpoints; a link on a worse path
-	// keeps trying them to upgrade.
-	candidates []Endpoint
-	upgradeAt  time.Time
-	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
-	up         bool
-	current    *Session   // used for sending
-	sessions   []*Session // accepted for receiving, newest last
-	rekey      *pending   // handshake in flight to replace current
-	rekeyAt    time.Time  // earliest next rekey attempt
-	created    time.Time
-	// peerBoot is the peer's boot stamp from the handshake: a new one
-	// means the peer restarted.
-	peerBoot uint64
+	// NextDeadline and Tick read these fields of every link, when the
+	// links are mostly out of the cache: they come first, together,
+	// followed by Counters, whose first fields they read too.
+	up bool
 	// suspect: the peer stopped answering probes; the data path sends
 	// around it until it answers or the link goes down.
 	suspect bool
 	// unanswered: the link went down because its probes were not answered.
 	unanswered bool
+	removed    bool     // Down took it out of the Manager
+	current    *Session // used for sending
+	rekey      *pending // handshake in flight to replace current
+	endpoint   atomic.Pointer[Endpoint]
+	sessions   []*Session // accepted for receiving, newest last
+	upgradeAt  time.Time
+	rekeyAt    time.Time // earliest next rekey attempt
+	// rekeyDue and sessionsDue are the deadlines that come from the
+	// sessions, kept by sessionsChanged: reading the sessions themselves
+	// after every event would take a cache line or two per session.
+	rekeyDue    time.Time // when current is old enough to rekey
+	sessionsDue time.Time // when dropOldSessions drops a session; zero for none
+	Since       time.Time // when the link came up
+	Counters    Counters
+
+	Port uint32 // switch port number, unique for the node's lifetime
+	Peer Peer
+	// RTT is the round trip of the last handshake on the link, a cheap
+	// measure of the path for choosing relays.
+	RTT time.Duration
+	// candidates are the peer's known endpoints; a link on a worse path
+	// keeps trying them to upgrade.
+	candidates []Endpoint
+	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
+	created    time.Time
+	// peerBoot is the peer's boot stamp from the handshake: a new one
+	// means the peer restarted.
+	peerBoot uint64
 }
 
 // Endpoint is where the peer's datagrams currently come from.
@@ -98,6 +107,44 @@ func (l *Link) betterCandidates() []Endpoint {
 		}
 	}
 	return out
+}
+
+// sessionsChanged recomputes rekeyDue and sessionsDue; it runs whenever
+// sessions, current or a session's lastUsed changed.
+func (l *Link) sessionsChanged(t Timers) {
+	if s := l.current; s != nil {
+		l.rekeyDue = s.Created.Add(t.RekeyAfter)
+		if !s.Initiator {
+			l.rekeyDue = l.rekeyDue.Add(t.DeadAfter)
+		}
+	}
+	l.sessionsDue = time.Time{}
+	earlier := func(t time.Time) {
+		if l.sessionsDue.IsZero() || t.Before(l.sessionsDue) {
+			l.sessionsDue = t
+		}
+	}
+	for _, s := range l.sessions {
+		earlier(s.Created.Add(t.RejectAfter))
+		if l.current != nil && s.Created.Before(l.current.Created) {
+			earlier(retiredSince(l.current, s).Add(sessionGrace)) // when dropOldSessions retires s
+		}
+	}
+}
+
+// hasBetterCandidate reports whether betterCandidates has any, without
+// building them.
+func (l *Link) hasBetterCandidate() bool {
+	cur := l.Endpoint().rank()
+	if cur == bestRank {
+		return false
+	}
+	for _, c := range l.candidates {
+		if c.rank() > cur {
+			return true
+		}
+	}
+	return false
 }
 
 // Up reports whether the link carries traffic.

@@ -2,6 +2,7 @@ package link
 
 import (
 	"encoding/binary"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,10 @@ type Manager struct {
 	limiter  *ratelimit.Limiter
 	stats    Stats
 	buf      []byte
+	// byID holds the links of the links map sorted by peer ID: ticks
+	// visit them in a fixed order without sorting the keys each time.
+	byID    []*Link
+	ticking []*Link // Tick's snapshot of byID, kept for its capacity
 }
 
 const (
@@ -117,6 +122,11 @@ func (m *Manager) Timers() Timers { return m.timers }
 // Links returns the links that are up or coming up, by peer.
 func (m *Manager) Links() map[nid.ID]*Link { return m.links }
 
+// linkIndex is where the link to id is, or belongs, in byID.
+func (m *Manager) linkIndex(id nid.ID) (int, bool) {
+	return slices.BinarySearchFunc(m.byID, id, func(l *Link, id nid.ID) int { return l.Peer.ID.Compare(id) })
+}
+
 // LinkByPort finds a link by its switch port.
 func (m *Manager) LinkByPort(port uint32) *Link { return m.byPort[port] }
 
@@ -157,6 +167,10 @@ func (m *Manager) Down(l *Link, reason string) {
 		delete(m.pending, l.rekey.localIndex)
 	}
 	delete(m.links, l.Peer.ID)
+	l.removed = true
+	if i, ok := m.linkIndex(l.Peer.ID); ok {
+		m.byID = slices.Delete(m.byID, i, i+1)
+	}
 	delete(m.byPort, l.Port)
 	wasUp := l.up
 	l.up, l.current, l.sessions, l.rekey = false, nil, nil, nil

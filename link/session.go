@@ -58,8 +58,9 @@ const (
 // Counters are the traffic statistics of one link, shared by its sessions
 // and updated by the data path without locks.
 type Counters struct {
-	RxPackets, RxBytes, TxPackets, TxBytes atomic.Uint64
+	// First: the timers read them, right after the Link's fields they read.
 	lastRx, lastTx                         atomic.Int64 // unix nanoseconds
+	RxPackets, RxBytes, TxPackets, TxBytes atomic.Uint64
 	health                                 health
 }
 
@@ -93,14 +94,17 @@ type Session struct {
 	RemoteIndex uint32 // what we put in ours
 	Peer        nid.ID
 	Cipher      Cipher
-	Created     time.Time
-	Initiator   bool // we sent the first handshake message
 	Counters    *Counters
 
 	send, recv cipher.AEAD
 	sent       atomic.Uint64 // next send counter
 	received   atomic.Uint64 // messages opened, for rekey-on-volume
-	confirmed  atomic.Bool   // the peer has proven it holds the keys
+	// The timers read sent, received and the fields down to seenReceived
+	// at every tick: they share a cache line, and the data path's fields
+	// before them are one it does not write.
+	Created   time.Time
+	Initiator bool        // we sent the first handshake message
+	confirmed atomic.Bool // the peer has proven it holds the keys
 
 	// Kept by the Manager: when the peer was last seen sending on this
 	// session, sampled from received at each tick.

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"time"
-
-	"burrow/nid"
 )
 
 // Timers are the link timing parameters.
@@ -80,11 +78,21 @@ func (m *Manager) Tick(now time.Time) {
 		d.tries++
 		p.dial, d.attempt = d, p
 	}
-	for _, id := range nid.SortedKeys(m.links) {
-		if l := m.links[id]; l != nil {
-			m.tickLink(l, now)
+	// A snapshot: ticking a link may take links down. It is taken out of
+	// m while in use, should a callback tick again.
+	links := append(m.ticking[:0], m.byID...)
+	m.ticking = nil
+	for _, l := range links {
+		if l.removed {
+			// Taken down meanwhile: tick the peer's new link, if any.
+			if l = m.links[l.Peer.ID]; l == nil {
+				continue
+			}
 		}
+		m.tickLink(l, now)
 	}
+	clear(links) // links that went down are garbage
+	m.ticking = links
 }
 
 func (m *Manager) expirePending(now time.Time) {
@@ -207,6 +215,7 @@ func (m *Manager) dropOldSessions(l *Link, now time.Time) {
 			}
 		}
 	}
+	l.sessionsChanged(m.timers)
 	if changed {
 		m.events.SessionsChanged()
 	}
@@ -242,14 +251,14 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		}
 	}
 	t := m.timers
-	for _, l := range m.links {
+	for _, l := range m.byID {
 		if !l.up {
 			earlier(l.created.Add(t.DeadAfter))
 			continue
 		}
 		earlier(l.Counters.LastTx().Add(t.Keepalive))
-		if l.rekey == nil && len(l.betterCandidates()) > 0 {
-			earlier(l.upgradeAt)
+		if l.rekey == nil && l.upgradeAt.Before(next) && l.hasBetterCandidate() {
+			next = l.upgradeAt
 		}
 		lastRx := l.Counters.LastRx()
 		if lastRx.Before(l.Since) {
@@ -262,21 +271,15 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		// A rekey in flight is timed by its pending handshake; a failed one
 		// is retried at rekeyAt. (Without this the rekey time, passed
 		// already, would ask for a tick now until the peer answers.)
-		if s := l.current; s != nil && l.rekey == nil {
-			due := s.Created.Add(t.RekeyAfter)
-			if !s.Initiator {
-				due = due.Add(t.DeadAfter)
-			}
+		if l.current != nil && l.rekey == nil {
+			due := l.rekeyDue
 			if due.Before(l.rekeyAt) {
 				due = l.rekeyAt
 			}
 			earlier(due)
 		}
-		for _, s := range l.sessions {
-			earlier(s.Created.Add(t.RejectAfter))
-			if l.current != nil && s.Created.Before(l.current.Created) {
-				earlier(retiredSince(l.current, s).Add(sessionGrace)) // when dropOldSessions retires s
-			}
+		if !l.sessionsDue.IsZero() {
+			earlier(l.sessionsDue)
 		}
 	}
 	if next.Before(now) {

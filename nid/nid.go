@@ -135,10 +135,38 @@ func FromFraction(f float64) ID {
 // maps through it wherever the order shows in its output, so that a run is
 // reproducible from its seed.
 func SortedKeys[V any](m map[ID]V) []ID {
-	keys := make([]ID, 0, len(m))
+	return AppendSortedKeys(make([]ID, 0, len(m)), m)
+}
+
+// AppendSortedKeys appends the keys of m to dst in ascending order, for
+// callers that reuse a slice rather than allocate one per call.
+func AppendSortedKeys[V any](dst []ID, m map[ID]V) []ID {
+	n := len(dst)
 	for k := range m {
-		keys = append(keys, k)
+		dst = append(dst, k)
 	}
-	slices.SortFunc(keys, ID.Compare)
-	return keys
+	Sort(dst[n:])
+	return dst
+}
+
+// Sort sorts ids in ascending order. The core sorts the keys of its maps
+// after most events, a few dozen at most: an insertion sort comparing the
+// IDs' halves in place is several times faster there than SortFunc.
+func Sort(ids []ID) {
+	if len(ids) > 32 {
+		slices.SortFunc(ids, ID.Compare)
+		return
+	}
+	for i := 1; i < len(ids); i++ {
+		x := ids[i]
+		xh, xl := x.Uint128()
+		j := i
+		for ; j > 0; j-- {
+			if h, l := ids[j-1].Uint128(); h < xh || h == xh && l <= xl {
+				break
+			}
+			ids[j] = ids[j-1]
+		}
+		ids[j] = x
+	}
 }

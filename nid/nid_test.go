@@ -1,6 +1,7 @@
 package nid
 
 import (
+	"slices"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -74,4 +75,25 @@ func TestGapIsTheShortWayRound(t *testing.T) {
 	if a.Gap(a) != (ID{}) {
 		t.Fatal("Gap to itself is not zero")
 	}
+}
+
+// Sort agrees with SortFunc on either side of its insertion-sort cutoff,
+// with duplicates and IDs that share their first half.
+func TestSortMatchesSortFunc(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 80).Draw(t, "n")
+		ids := make([]ID, n)
+		for i := range ids {
+			ids[i] = FromUint128(rapid.Uint64Range(0, 3).Draw(t, "hi"), rapid.Uint64().Draw(t, "lo"))
+			if rapid.Bool().Draw(t, "random") {
+				ids[i] = genID(t, "id")
+			}
+		}
+		want := slices.Clone(ids)
+		slices.SortFunc(want, ID.Compare)
+		Sort(ids)
+		if !slices.Equal(ids, want) {
+			t.Fatalf("Sort = %v, want %v", ids, want)
+		}
+	})
 }

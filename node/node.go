@@ -118,6 +118,8 @@ type Node struct {
 	groups    groupsState
 	settings  settingsState
 	now       time.Time // time of the event being handled
+	// recon is reconcile's working memory, kept for its capacity.
+	recon *reconcileScratch
 	// nextFirewallSweep is when the firewall next forgets idle connections.
 	nextFirewallSweep time.Time
 }

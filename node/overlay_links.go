@@ -27,7 +27,15 @@ func (n *Node) announce(l *link.Link, ps *peerState, force bool) {
 // wants any more are closed, but only once every successor link is up.
 func (n *Node) reconcile(now time.Time) {
 	o := &n.ov
-	want := make(map[nid.ID]overlay.Reason)
+	// Taking a link down below reconciles again, inside this call: the
+	// scratch is out of n meanwhile, so that the nested call gets its own.
+	sc := n.recon
+	n.recon = nil
+	if sc == nil {
+		sc = &reconcileScratch{want: make(map[nid.ID]overlay.Reason)}
+	}
+	want := sc.want
+	clear(want)
 	succ := o.ring.Successors(o.cfg.Params.Successors)
 	allSuccessorsUp := true
 	for _, s := range succ {
@@ -56,7 +64,8 @@ func (n *Node) reconcile(now time.Time) {
 		n.unsettled(now)
 	}
 	n.tellPredecessors(now)
-	for _, id := range nid.SortedKeys(want) {
+	sc.ids = nid.AppendSortedKeys(sc.ids[:0], want)
+	for _, id := range sc.ids {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
 			ps.info.Endpoints, ps.info.TURN = info.Endpoints, info.TURN
@@ -65,7 +74,8 @@ func (n *Node) reconcile(now time.Time) {
 			n.dialPeer(ps, now)
 		}
 	}
-	for _, id := range nid.SortedKeys(o.peers) {
+	sc.ids = nid.AppendSortedKeys(sc.ids[:0], o.peers)
+	for _, id := range sc.ids {
 		ps := o.peers[id]
 		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic | overlay.ReasonBeacon)
 		if placed {
@@ -102,9 +112,19 @@ func (n *Node) reconcile(now time.Time) {
 			n.retire(l, ps, now)
 		}
 	}
-	for _, id := range nid.SortedKeys(o.peers) {
+	// The loop below acts only on a link due to close, and only its acting
+	// can make another one due: with none due it would do nothing, so most
+	// calls skip sorting the peers again.
+	sc.ids = sc.ids[:0]
+	for _, ps := range o.peers {
+		if retireDue(ps, now) {
+			sc.ids = nid.AppendSortedKeys(sc.ids, o.peers)
+			break
+		}
+	}
+	for _, id := range sc.ids {
 		ps := o.peers[id]
-		if ps != nil && ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt) {
+		if ps != nil && retireDue(ps, now) {
 			l := n.links.Links()[id]
 			if l != nil && newSessionSince(l, ps.retireAt.Add(-drainTime)) {
 				// The peer dialed again while the link drained: it needs
@@ -121,6 +141,18 @@ func (n *Node) reconcile(now time.Time) {
 	if placed {
 		n.doneWithContacts()
 	}
+	n.recon = sc
+}
+
+// reconcileScratch holds reconcile's map and key slice between calls.
+type reconcileScratch struct {
+	want map[nid.ID]overlay.Reason
+	ids  []nid.ID
+}
+
+// retireDue reports whether a retiring link has drained.
+func retireDue(ps *peerState, now time.Time) bool {
+	return ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt)
 }
 
 // retire stops using a link at once — no floods, routes or flows over it —
