@@ -68,9 +68,10 @@ const (
 	// progress looks for its ring again, instead of waiting for the next
 	// heal.
 	isolatedEvery = 5 * time.Second
-	// reaimAfter is how long the size estimate must stay off by more than
-	// a factor two before long-distance links are aimed anew: a successor
-	// list shortened for a moment by a failure must not re-aim them all.
+	// reaimAfter is how long the size estimate must stay below half of
+	// what a long-distance link was aimed for before the link is aimed
+	// anew: a successor list shortened for a moment by a failure must not
+	// re-aim them all. An estimate above twice re-aims at once.
 	reaimAfter = 30 * time.Second
 	// fastStabilize is the stabilization period while a node's
 	// neighbourhood is changing.

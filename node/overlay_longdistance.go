@@ -22,6 +22,9 @@ func (n *Node) handleLinkRequest(m *overlay.Message, now time.Time) {
 	size := o.ring.EstimateSize()
 	accept := m.Origin != n.self
 	if m.Reasons&overlay.ReasonLongDistance != 0 && n.inboundLongDistance() >= o.cfg.Params.InboundLimit(size) {
+		if !m.Passed && n.passOn(m) {
+			return
+		}
 		accept = false
 	}
 	if max := o.cfg.Params.MaxLinks; max > 0 && len(n.links.Links()) >= max {
@@ -37,6 +40,26 @@ func (n *Node) handleLinkRequest(m *overlay.Message, now time.Time) {
 	ps.info = m.From
 	ps.remote |= m.Reasons
 	n.dialPeer(ps, now)
+}
+
+// passOn hands a long-distance request this node has no room for to its
+// successor, once: the target stays about where it was drawn, and the
+// asker is spared a refusal and a new lookup across the ring (the
+// paper's rule redraws, and near full nodes redraws pile up).
+func (n *Node) passOn(m *overlay.Message) bool {
+	succ := n.ov.ring.Successors(1)
+	if len(succ) == 0 || succ[0].ID == m.Origin {
+		return false
+	}
+	l := n.upLink(succ[0].ID)
+	if l == nil {
+		return false
+	}
+	passed := *m
+	passed.Dest, passed.Exact, passed.Passed, passed.TTL = succ[0].ID, true, true, 1
+	n.count(&n.ov.forwarded, overlay.LinkRequest)
+	n.sendDirect(l, &passed)
+	return true
 }
 
 func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
@@ -111,6 +134,12 @@ func (n *Node) tickLongDistance(now time.Time) {
 			switch r := size / s.size; {
 			case r >= 0.5 && r <= 2:
 				s.offSince = time.Time{}
+			case r > 2:
+				// The link was aimed for a much smaller network, as a
+				// newcomer's first guess often is, or the network grew. A
+				// failure shortens the successor list and lowers the
+				// estimate, never raises it, so this needs no waiting.
+				s.peer, s.retry, s.offSince = nid.ID{}, now, time.Time{}
 			case s.offSince.IsZero():
 				s.offSince = now
 			case now.Sub(s.offSince) >= reaimAfter:

@@ -385,3 +385,90 @@ func TestALinkIsNotClosedBeforeThePeerSaysWhyItWantsIt(t *testing.T) {
 			c.name, x.name, c.name, pc.local, pc.remote, pc.heard, x.name, px.local, px.remote, px.heard)
 	}
 }
+
+// A node with no room for another long-distance link passes the request on
+// to its successor, which answers the asker; a request passed once is
+// refused rather than passed again.
+func TestFullNodePassesLongDistanceRequestOn(t *testing.T) {
+	w := newOverlayNet(t, 12, 5, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	w.quiet(t, 5*time.Second, 2*time.Minute)
+	live := w.live()
+	asker := live[0]
+	var full, next *testNode
+	for i := 2; i < len(live)-2; i++ {
+		if full == nil || live[i].node.inboundLongDistance() > full.node.inboundLongDistance() {
+			full, next = live[i], live[i+1]
+		}
+	}
+	inbound := full.node.inboundLongDistance()
+	if inbound == 0 {
+		t.Fatal("no node in the middle of the ring has an inbound long-distance link")
+	}
+	full.node.ov.cfg.Params.MaxInbound = inbound
+	next.node.ov.cfg.Params.MaxInbound = next.node.inboundLongDistance() + 1
+	request := func(id uint64, passed bool) {
+		asker.node.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: full.node.Self(), Exact: true, Origin: asker.node.Self(),
+			Via: asker.node.via(), ID: id, Reasons: overlay.ReasonLongDistance, Passed: passed, From: asker.node.selfInfo()}, w.now)
+		w.drain()
+	}
+	passedBefore := full.node.ov.forwarded[overlay.LinkRequest]
+	request(101, false)
+	if got := full.node.ov.forwarded[overlay.LinkRequest] - passedBefore; got != 1 {
+		t.Fatalf("the full node passed the request on %d times, want once", got)
+	}
+	ps := next.node.ov.peers[asker.node.Self()]
+	if ps == nil || ps.remote&overlay.ReasonLongDistance == 0 {
+		t.Fatalf("the full node's successor did not take the long-distance link: %+v", ps)
+	}
+	passedBefore = full.node.ov.forwarded[overlay.LinkRequest]
+	refusedBefore := full.node.ov.sent[overlay.LinkReply]
+	request(102, true)
+	if got := full.node.ov.forwarded[overlay.LinkRequest] - passedBefore; got != 0 {
+		t.Fatalf("a request passed once was passed again (%d times)", got)
+	}
+	if full.node.ov.sent[overlay.LinkReply] == refusedBefore {
+		t.Fatal("the full node did not answer a passed request")
+	}
+}
+
+// A long-distance link aimed for a network less than half the size the
+// node now estimates is aimed anew at once; one aimed for a network more
+// than twice as large only after reaimAfter, since a failure can shrink
+// the estimate for a moment.
+func TestLongDistanceLinksAimedTooShortAreAimedAnewAtOnce(t *testing.T) {
+	w := newOverlayNet(t, 12, 5, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	w.quiet(t, 5*time.Second, 2*time.Minute)
+	var grown, shrunk *ldSlot
+	var grownNode, shrunkNode *testNode
+	for _, n := range w.live() {
+		for _, s := range n.node.ov.ld {
+			if s.peer == (nid.ID{}) {
+				continue
+			}
+			switch size := n.node.ov.ring.EstimateSize(); {
+			case grown == nil:
+				grown, grownNode, s.size = s, n, size/3
+			case shrunk == nil && n != grownNode:
+				shrunk, shrunkNode, s.size = s, n, size*3
+			}
+		}
+	}
+	if shrunk == nil {
+		t.Fatal("fewer than two nodes have a long-distance link")
+	}
+	grownPeer, shrunkPeer := grown.peer, shrunk.peer
+	grownNode.node.tickLongDistance(w.now)
+	shrunkNode.node.tickLongDistance(w.now)
+	if grown.peer == grownPeer {
+		t.Error("a link aimed for a third of the estimate was kept")
+	}
+	if shrunk.peer != shrunkPeer {
+		t.Error("a link aimed for three times the estimate was aimed anew at once")
+	}
+	shrunkNode.node.tickLongDistance(w.now.Add(reaimAfter))
+	if shrunk.peer == shrunkPeer {
+		t.Errorf("a link aimed for three times the estimate was kept after %v", reaimAfter)
+	}
+}

@@ -114,6 +114,7 @@ type Message struct {
 	Relaying   bool   // LinkUse: the sender relays for other members
 	Ask        bool   // LinkUse: the sender has not heard the receiver's LinkUse on this link; answer with one
 	Accepted   bool   // LinkReply
+	Passed     bool   // LinkRequest: a node with no room passed it on to its successor; not to be passed again
 	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
 	Successors []Info // Successors, Leave
 	// Own: Successors lists the sender's own successors, all it knows of
@@ -154,6 +155,7 @@ const (
 	flagRelay = 16
 	flagAsk   = 32
 	flagOwn   = 64
+	flagPass  = 128
 )
 
 // Decoding errors.
@@ -188,6 +190,9 @@ func (m *Message) Append(dst []byte) []byte {
 	}
 	if m.Own {
 		flags |= flagOwn
+	}
+	if m.Passed {
+		flags |= flagPass
 	}
 	dst = append(dst, version, byte(m.Type), m.TTL, flags)
 	dst = append(dst, m.Dest[:]...)
@@ -279,12 +284,12 @@ func Parse(b []byte) (Message, error) {
 	}
 	m.TTL = b[2]
 	flags := b[3]
-	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay|flagAsk|flagOwn) != 0 {
+	if flags&^(flagExact|flagJoin|flagAck|flagClose|flagRelay|flagAsk|flagOwn|flagPass) != 0 {
 		return m, ErrField
 	}
 	m.Exact, m.Joined, m.Accepted = flags&flagExact != 0, flags&flagJoin != 0, flags&flagAck != 0
 	m.Closing, m.Relaying, m.Ask = flags&flagClose != 0, flags&flagRelay != 0, flags&flagAsk != 0
-	m.Own = flags&flagOwn != 0
+	m.Own, m.Passed = flags&flagOwn != 0, flags&flagPass != 0
 	copy(m.Dest[:], b[4:])
 	copy(m.Origin[:], b[4+nid.Size:])
 	copy(m.Via[:], b[4+2*nid.Size:])

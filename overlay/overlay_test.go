@@ -56,6 +56,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		case LinkRequest:
 			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
 			m.From = genInfo(t, "from")
+			m.Passed = rapid.Bool().Draw(t, "passed")
 		case LinkUse:
 			m.Reasons = Reason(rapid.Uint8().Draw(t, "reasons"))
 			m.Joined, m.Closing = rapid.Bool().Draw(t, "joined"), rapid.Bool().Draw(t, "closing")
@@ -139,6 +140,7 @@ func FuzzParse(f *testing.F) {
 	f.Add((&Message{Type: Notify, From: Info{ID: nid.ID{3}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820"), relayed}, TURN: relayed}}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonLongDistance, Ask: true, Relaying: true}).Append(nil))
+	f.Add((&Message{Type: LinkRequest, TTL: 1, Exact: true, Reasons: ReasonLongDistance, Passed: true, From: Info{ID: nid.ID{5}}}).Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)
 		if err != nil {
