@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSettingsAreCheckedAndNamed(t *testing.T) {
@@ -49,5 +50,24 @@ func TestSettingsAreCheckedAndNamed(t *testing.T) {
 	}
 	if err := (NetworkSettings{Routes: map[string]string{"10.0.0.0/8": "fd00::1"}}).valid(); err == nil {
 		t.Error("a record with an IPv6 gateway passed")
+	}
+}
+
+// Every node reads the one settings record: the period grows with the
+// network, so that all reads together stay near one a second, and stays
+// well inside the record's lease.
+func TestSettingsPollGrowsWithTheNetwork(t *testing.T) {
+	for _, c := range []struct {
+		size float64
+		want time.Duration
+	}{
+		{1, settingsPoll},
+		{30, settingsPoll},
+		{1000, 1000 * time.Second},
+		{1e6, settingsTTL / 8},
+	} {
+		if got := settingsPollEvery(c.size); got != c.want {
+			t.Errorf("settingsPollEvery(%v) = %v, want %v", c.size, got, c.want)
+		}
 	}
 }
