@@ -151,15 +151,28 @@ func (n *Node) tickLongDistance(now time.Time) {
 		if s.request != 0 || now.Before(s.retry) {
 			continue
 		}
-		if s.draw.TooClose(size) {
+		target := s.draw.Target(n.self, size)
+		if s.draw.TooClose(size) || n.successorsHold(target) {
 			s.draw = overlay.Draw(o.rng)
 			continue
 		}
 		s.request, s.asked = o.rng.Uint64()|1, now
 		o.requests[s.request] = pendingRequest{slot: s, expires: now.Add(requestTimeout)}
-		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: s.draw.Target(n.self, size), Origin: n.self,
+		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: target, Origin: n.self,
 			Via: n.via(), ID: s.request, Reasons: overlay.ReasonLongDistance, From: n.selfInfo()}, now)
 	}
+}
+
+// successorsHold reports whether target lies up to this node's last
+// successor, so that a successor would answer a request for it: no
+// shortcut, and the answer is known without asking across the ring.
+func (n *Node) successorsHold(target nid.ID) bool {
+	succ := n.ov.ring.Successors(n.ov.cfg.Params.Successors)
+	if len(succ) == 0 {
+		return false
+	}
+	last := succ[len(succ)-1].ID
+	return target == last || nid.InOpen(target, n.self, last)
 }
 
 // via is an adjacent joined node replies can come back through.

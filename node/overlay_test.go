@@ -472,3 +472,31 @@ func TestLongDistanceLinksAimedTooShortAreAimedAnewAtOnce(t *testing.T) {
 		t.Errorf("a link aimed for three times the estimate was kept after %v", reaimAfter)
 	}
 }
+
+// A long-distance target up to the node's last successor would be answered
+// by a successor, which is no shortcut: the node redraws it without
+// asking across the ring.
+func TestTargetsTheSuccessorsHoldAreNotAskedFor(t *testing.T) {
+	w := newOverlayNet(t, 12, 5, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	n := w.live()[0].node
+	succ := n.ov.ring.Successors(2)
+	if len(succ) != 2 {
+		t.Fatalf("%d successors, want 2", len(succ))
+	}
+	one := nid.FromFraction(1e-9)
+	for _, c := range []struct {
+		target nid.ID
+		want   bool
+	}{
+		{succ[0].ID, true},
+		{succ[1].ID, true},
+		{n.Self().Add(one), true},
+		{succ[1].ID.Add(one), false},
+		{n.Self(), false},
+	} {
+		if got := n.successorsHold(c.target); got != c.want {
+			t.Errorf("successorsHold(%v) = %v, want %v", c.target.Short(), got, c.want)
+		}
+	}
+}
