@@ -17,8 +17,8 @@ import (
 
 // pingReport is what `burrow ping --json` prints.
 type pingReport struct {
-	Target string `json:"target"`
-	NodeID string `json:"node_id"`
+	Target   string       `json:"target"`
+	NodeID   string       `json:"node_id"`
 	Pings    []pingAnswer `json:"pings"`
 	Sent     int          `json:"sent"`
 	Answered int          `json:"answered"`
