@@ -168,7 +168,10 @@ func overWhat(path string) string {
 
 func printPingSummary(w io.Writer, r pingReport) {
 	fmt.Fprintf(w, "--- %s: %d pings, %d answered", r.Target, r.Sent, r.Answered)
-	if r.DirectAfter != nil {
+	switch {
+	case r.DirectAt == 1:
+		fmt.Fprint(w, "; direct from the first")
+	case r.DirectAfter != nil:
 		fmt.Fprintf(w, "; direct from ping %d, %.1f s after the first", r.DirectAt, *r.DirectAfter)
 	}
 	fmt.Fprintln(w)
