@@ -40,10 +40,12 @@ type pingAnswer struct {
 func burrowPing(t *testing.T, from *cluster.Node, target string, args ...string) (pingReport, error) {
 	t.Helper()
 	cmd := exec.Command(burrowBin, append(append([]string{"ping", "--json", "--socket", from.Config.ControlSocket}, args...), target)...)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
 	out, runErr := cmd.Output()
 	var r pingReport
 	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("burrow ping %s from %s: %v, output %q (%v)", target, from.Name, err, out, runErr)
+		t.Fatalf("burrow ping %s from %s: %v, output %q (%v: %s)", target, from.Name, err, out, runErr, stderr.String())
 	}
 	t.Logf("burrow ping %s from %s: %s", target, from.Name, r.paths())
 	return r, runErr
