@@ -13,6 +13,7 @@ import (
 	"burrow/netlab"
 	"burrow/netlab/cluster"
 	"burrow/netlab/labtest"
+	"burrow/runtime"
 )
 
 // pingReport is what `burrow ping --json` prints.
@@ -45,7 +46,13 @@ func burrowPing(t *testing.T, from *cluster.Node, target string, args ...string)
 	out, runErr := cmd.Output()
 	var r pingReport
 	if err := json.Unmarshal(out, &r); err != nil {
-		t.Fatalf("burrow ping %s from %s: %v, output %q (%v: %s)", target, from.Name, err, out, runErr, stderr.String())
+		var known []string
+		if resp, err := runtime.Query(from.Config.ControlSocket, runtime.Request{Command: "topology"}); err == nil {
+			for _, n := range resp.Topology.Nodes {
+				known = append(known, fmt.Sprintf("%s=%q seen=%v", n.ID[:8], n.Name, n.Seen))
+			}
+		}
+		t.Fatalf("burrow ping %s from %s: %v, output %q (%v: %s); the crawl knows %v", target, from.Name, err, out, runErr, stderr.String(), known)
 	}
 	t.Logf("burrow ping %s from %s: %s", target, from.Name, r.paths())
 	return r, runErr
@@ -187,21 +194,23 @@ func TestPingShowsThePath(t *testing.T) {
 	}
 	t.Logf("burrow ping pub1 on ei1:\n%s", out)
 
-	// The UDP-blocked node: every answer through the beacon, reached over
-	// WebSocket; never direct.
+	// The UDP-blocked node: never direct; once its on-demand link to pub1
+	// is up, relayed by the beacon, which it reaches over WebSocket.
 	blk := nodes["blk"]
 	r, err = burrowPing(t, blk, pub.Name, "-c", "12", "--interval", "250ms")
 	if err != nil || r.Answered != 12 {
 		t.Fatalf("blk to pub1: %v, %d of 12 answered (%s)", err, r.Answered, r.paths())
 	}
 	for _, p := range r.Pings {
-		if p.Path == "direct" || p.Path == "lan" || p.Via != beacon.Name || p.ViaPath != "websocket" {
-			t.Errorf("blk to pub1: %s, want every answer through the beacon over websocket", r.paths())
+		// Before the on-demand link, answers cross a neighbour, itself
+		// reached through the beacon.
+		if p.Path != "relay" && p.Path != "multi-hop" || p.ViaPath != "websocket" && p.ViaPath != "relay" {
+			t.Errorf("blk to pub1: %s, want every answer relayed", r.paths())
 			break
 		}
 	}
-	if last := r.Pings[len(r.Pings)-1]; last.Path != "relay" {
-		t.Errorf("blk to pub1 ends on %s, want the on-demand link relayed by the beacon (%s)", last.Path, r.paths())
+	if last := r.Pings[len(r.Pings)-1]; last.Path != "relay" || last.Via != beacon.Name || last.ViaPath != "websocket" {
+		t.Errorf("blk to pub1 ends on %s, want the on-demand link relayed by the beacon over websocket (%s)", last.Path, r.paths())
 	}
 	out, _ = exec.Command(burrowBin, "ping", "--socket", blk.Config.ControlSocket, "-c", "2", "--interval", "100ms", pub.Name).CombinedOutput()
 	t.Logf("burrow ping pub1 on blk:\n%s", out)

@@ -95,3 +95,38 @@ func TestResolveMemberByNameIDAndPrefix(t *testing.T) {
 		t.Errorf("an unknown address resolved: %v %v", ok, err)
 	}
 }
+
+// A member with no link is found by name within a few round trips of the
+// topology crawl, as `burrow ping NAME` looks for it.
+func TestResolveMemberFarAwayByName(t *testing.T) {
+	w := newOverlayNet(t, 12, 5, overlay.Params{Successors: 1})
+	w.settle(t, 60*time.Second)
+	w.quiet(t, 10*time.Second, 2*time.Minute)
+	a := w.nodes[0]
+	var far *testNode
+	for _, b := range w.nodes[1:] {
+		if a.node.upLink(b.node.Self()) == nil {
+			far = b
+		}
+	}
+	start := w.now
+	for {
+		id, ok, err := a.node.ResolveMember(far.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if id != far.node.Self() {
+				t.Fatalf("%s resolved to %s", far.name, id.Short())
+			}
+			break
+		}
+		if w.now.Sub(start) > 20*time.Second {
+			t.Fatalf("%s not found by name after %v", far.name, w.now.Sub(start))
+		}
+		a.node.CrawlTopology(w.now)
+		w.drain()
+		w.advance(100*time.Millisecond, 100*time.Millisecond)
+	}
+	t.Logf("found %s by name after %v", far.name, w.now.Sub(start))
+}

@@ -110,5 +110,5 @@ func (d *Daemon) resolveMember(query string) (nid.ID, error) {
 }
 
 func notAMember(query string) string {
-	return fmt.Sprintf("no member %q known to this node: give a member's certificate name (burrow topology lists them), its node ID or an address inside the network", query)
+	return fmt.Sprintf("no member %q known to this node: give a member's certificate name (as burrow peers and the dashboard's map show it), its node ID or an address inside the network", query)
 }

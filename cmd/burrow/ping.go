@@ -55,8 +55,9 @@ ping the path its answer took and its round trip:
   multi-hop  there is no link to the member: the answer crossed the overlay
              through other members (the neighbour it came from is named)
 
-The member is named by its certificate name (burrow topology lists them),
-its node ID or the ID's first digits, or an address inside the network.
+The member is named by its certificate name (as burrow peers and the
+dashboard's map show it), its node ID or the ID's first digits, or an
+address inside the network.
 The ping is a control message through the overlay, answered by the member's
 burrow (not its kernel: a firewall on the TAP does not stop it). A member
 with no link is asked for an on-demand link at the first ping, so later
