@@ -38,7 +38,7 @@ type PingAnswer struct {
 // DHT answer within a few round trips).
 const (
 	MaxPingTimeout = 30 * time.Second
-	resolveFor     = 3 * time.Second
+	resolveFor     = 5 * time.Second
 	resolveEvery   = 100 * time.Millisecond
 )
 

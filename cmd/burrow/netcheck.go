@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"burrow/config"
+	"burrow/nat"
 	"burrow/runtime"
 )
 
@@ -109,7 +110,18 @@ func printNetcheck(w io.Writer, r runtime.NetcheckReport) {
 	} else {
 		fmt.Fprintln(w, "nearest beacon   none answered: check the beacons' addresses, and that UDP or TCP to them is let out")
 	}
-	if len(r.PublicAddresses) > 1 {
-		fmt.Fprintf(w, "(%d public mappings seen: %s)\n", len(r.PublicAddresses), strings.Join(r.PublicAddresses, ", "))
+	if r.UDP && r.Mapping != nat.MappingNone && r.Mapping != nat.MappingEndpointIndependent {
+		// Each socket's mapping per server: what a peer would have to guess.
+		fmt.Fprintf(w, "mappings         %d for %d requests from %d sockets: %s\n", len(r.PublicAddresses), len(r.Mappings),
+			sockets(r.Mappings), strings.Join(r.PublicAddresses, ", "))
 	}
+}
+
+// sockets counts the local sockets that got answers.
+func sockets(ms []runtime.NetcheckMapping) int {
+	seen := map[uint16]bool{}
+	for _, m := range ms {
+		seen[m.LocalPort] = true
+	}
+	return len(seen)
 }
