@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -138,24 +139,28 @@ func TestPingShowsThePath(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// A pair that can go direct but has no link yet, an endpoint-
-	// independent node and a public one if the ring left such a pair.
-	var from, to *cluster.Node
+	// Pairs that can go direct but have no link yet, those of an
+	// endpoint-independent node and a public one first.
+	var unlinked [][2]*cluster.Node
 	direct := []string{"ei1", "ei2", "pub1", "pub2"}
 	for _, a := range direct {
 		for _, b := range direct {
 			x, y := nodes[a], nodes[b]
-			if x == y || x.PathTo(y) != "" || y.PathTo(x) != "" {
-				continue
-			}
-			if from == nil || strings.HasPrefix(a, "ei") && strings.HasPrefix(b, "pub") {
-				from, to = x, y
+			if x != y && x.PathTo(y) == "" && y.PathTo(x) == "" {
+				unlinked = append(unlinked, [2]*cluster.Node{x, y})
 			}
 		}
 	}
-	if from == nil {
+	sort.SliceStable(unlinked, func(i, j int) bool {
+		eiToPub := func(p [2]*cluster.Node) bool {
+			return strings.HasPrefix(p[0].Name, "ei") && strings.HasPrefix(p[1].Name, "pub")
+		}
+		return eiToPub(unlinked[i]) && !eiToPub(unlinked[j])
+	})
+	if len(unlinked) == 0 {
 		t.Fatal("the ring linked every pair of ei1, ei2, pub1 and pub2: nothing to show turning direct")
 	}
+	from, to := unlinked[0][0], unlinked[0][1]
 	r, err := burrowPing(t, from, to.Name, "--until-direct", "-c", "40", "--interval", "250ms")
 	if err != nil {
 		t.Fatalf("burrow ping --until-direct %s from %s: %v (%s)", to.Name, from.Name, err, r.paths())
@@ -168,6 +173,19 @@ func TestPingShowsThePath(t *testing.T) {
 	}
 	if r.NodeID != to.ID.String() || r.Target != to.Name {
 		t.Errorf("pinged %s (%s), want %s (%s)", r.Target, r.NodeID, to.Name, to.ID)
+	}
+
+	// The same as people read it, on another pair still without a link.
+	for _, p := range unlinked[1:] {
+		if p[0].PathTo(p[1]) != "" || p[0] == from && p[1] == to || p[0] == to && p[1] == from {
+			continue
+		}
+		out, err := exec.Command(burrowBin, "ping", "--socket", p[0].Config.ControlSocket, "--until-direct", "-c", "40", "--interval", "250ms", p[1].Name).CombinedOutput()
+		t.Logf("burrow ping --until-direct %s on %s:\n%s", p[1].Name, p[0].Name, out)
+		if text := string(out); err != nil || !strings.Contains(text, "via multi-hop") && !strings.Contains(text, "via relay") || !strings.Contains(text, "via direct") {
+			t.Errorf("burrow ping --until-direct %s on %s: %v, want multi-hop or relay, then direct", p[1].Name, p[0].Name, err)
+		}
+		break
 	}
 
 	// An endpoint-independent NAT node and a public node: direct, at the
