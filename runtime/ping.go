@@ -63,7 +63,12 @@ func (d *Daemon) Ping(req PingRequest) (PingAnswer, error) {
 	if err != nil {
 		return PingAnswer{}, fmt.Errorf("%s: %w", req.Target, err)
 	}
-	r := <-answered
+	var r node.PingResult
+	select {
+	case r = <-answered:
+	case <-d.done:
+		return PingAnswer{}, errors.New("daemon stopped")
+	}
 	a := PingAnswer{Target: r.Name, NodeID: r.Target.String(), Answered: r.Answered, Path: r.Path,
 		Endpoint: r.Endpoint, Via: r.Via, ViaPath: r.ViaPath, Hops: r.Hops}
 	if a.Target == "" {

@@ -60,8 +60,9 @@ dashboard's map show it), its node ID or the ID's first digits, or an
 address inside the network.
 The ping is a control message through the overlay, answered by the member's
 burrow (not its kernel: a firewall on the TAP does not stop it). A member
-with no link is asked for an on-demand link at the first ping, so later
-pings show the path turn direct once hole punching succeeds.
+with no link is asked for an on-demand link at the first ping (with
+overlay.on_demand.enabled, the default), so later pings show the path turn
+direct once hole punching succeeds.
 
 Exits with status 1 when no ping was answered, or with --until-direct when
 no answer came over a direct path.`,
