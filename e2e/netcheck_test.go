@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/netip"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -138,6 +140,36 @@ func TestNetcheckReportsTheNAT(t *testing.T) {
 	one := netcheck(t, member("one", netlab.EndpointIndependent, beacons[:1]))
 	if !one.UDP || one.Mapping != "unknown" || one.PortAllocation != "preserved" {
 		t.Errorf("endpoint-independent site with one beacon: %+v", one)
+	}
+
+	// A TURN server on the first beacon's address, at another port: two
+	// ports of one address tell address-dependent from
+	// address-and-port-dependent mappings.
+	if _, err := exec.LookPath("turnserver"); err != nil {
+		t.Log("not telling the two dependent mappings apart: coturn's turnserver is not installed (apt-get install coturn)")
+	} else {
+		bh := nw.Nodes[0].Host
+		addr := bh.Addr.String()
+		if _, err := bh.Start("turnserver", "-n", "--listening-ip="+addr, "--relay-ip="+addr, "--listening-port=3478",
+			"--lt-cred-mech", "--user=burrow:secret", "--realm=burrow", "--no-tls", "--no-dtls", "--no-cli",
+			"--pidfile="+filepath.Join(lab.LogDir(), "turn.pid"), "--log-file=stdout", "--simple-log"); err != nil {
+			t.Fatal(err)
+		}
+		if err := bh.WaitListening(ctxFor(t, 10*time.Second), "udp", 3478); err != nil {
+			t.Fatal(err)
+		}
+		turn := &config.TURN{Server: addr + ":3478", Username: "burrow", Password: "secret"}
+		withTURN := func(name string, nat netlab.NAT) runtime.NetcheckReport {
+			node := member(name, nat, beacons)
+			node.Config.TURN = turn
+			return netcheck(t, node)
+		}
+		if r := withTURN("symt", netlab.Symmetric); r.Mapping != "address-and-port-dependent" || len(r.Servers) != 3 || !r.Servers[2].Answered {
+			t.Errorf("symmetric site, two beacons and a TURN server: %+v", r)
+		}
+		if r := withTURN("eit", netlab.EndpointIndependent); r.Mapping != "endpoint-independent" || !r.Servers[2].Answered {
+			t.Errorf("endpoint-independent site, two beacons and a TURN server: %+v", r)
+		}
 	}
 
 	text, err := nw.Nodes[2].Host.Run(ctxFor(t, 30*time.Second), burrowBin, "netcheck", "-c", nw.Nodes[2].ConfigPath())
