@@ -233,6 +233,25 @@ func TestPingShowsThePath(t *testing.T) {
 	out, _ = exec.Command(burrowBin, "ping", "--socket", blk.Config.ControlSocket, "-c", "2", "--interval", "100ms", pub.Name).CombinedOutput()
 	t.Logf("burrow ping pub1 on blk:\n%s", out)
 
+	// A member with no link, by its address inside the network: found
+	// through the DHT's address records and the bridges' learned MACs.
+	found := false
+	for _, a := range nw.Nodes[1:] {
+		for _, b := range nw.Nodes[1:] {
+			if found || a == b || a.PathTo(b) != "" || b.PathTo(a) != "" {
+				continue
+			}
+			found = true
+			r, err := burrowPing(t, a, b.Address.Addr().String(), "-c", "3", "--interval", "100ms")
+			if err != nil || r.Answered == 0 || r.NodeID != b.ID.String() {
+				t.Errorf("%s to %s at %s without a link: %v, %d answered, node %s", a.Name, b.Name, b.Address.Addr(), err, r.Answered, r.NodeID)
+			}
+		}
+	}
+	if !found {
+		t.Log("every pair has a link by now: the lookup of an address without one is not shown")
+	}
+
 	// Nothing answers: a member that stopped. Exit status 1.
 	if err := nodes["pub2"].Stop(); err != nil {
 		t.Fatal(err)

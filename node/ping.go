@@ -203,3 +203,10 @@ func (n *Node) memberAt(ip netip.Addr) (nid.ID, bool) {
 	root, ok := n.learn.RootOf(e.mac)
 	return root, ok && root != (nid.ID{})
 }
+
+// BridgeOf is the member behind which mac was last seen, for an address
+// the operator names whose MAC the local kernel resolved.
+func (n *Node) BridgeOf(mac l2.MAC) (nid.ID, bool) {
+	root, ok := n.learn.RootOf(mac)
+	return root, ok && root != (nid.ID{})
+}

@@ -3,7 +3,13 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"time"
+
+	"github.com/vishvananda/netlink"
+
+	"burrow/l2"
 
 	"burrow/nid"
 	"burrow/node"
@@ -82,20 +88,33 @@ func (d *Daemon) Ping(req PingRequest) (PingAnswer, error) {
 
 // resolveMember finds the member query names. One not known yet starts
 // the topology crawl (which learns every member's name) and is looked
-// for again until resolveFor passes.
+// for again until resolveFor passes. An address inside the network that
+// no certificate of a linked member lists is resolved by this host's
+// kernel, as it would for any packet to it (ARP or neighbour discovery
+// over the overlay), and its MAC leads to the member behind it.
 func (d *Daemon) resolveMember(query string) (nid.ID, error) {
+	ip, notAddr := netip.ParseAddr(query)
+	isAddr := notAddr == nil
 	for _, p := range d.addrs {
-		if p.Addr().String() == query {
+		if isAddr && p.Addr() == ip.Unmap() {
 			return nid.ID{}, fmt.Errorf("%s: %w", query, node.ErrPingSelf)
 		}
 	}
 	give := time.Now().Add(resolveFor)
+	asked := false
 	for {
 		var id nid.ID
 		var found bool
 		var ambiguous error
+		mac, resolved := l2.MAC{}, false
+		if isAddr && d.dev != nil {
+			mac, resolved = kernelNeighbour(ip.Unmap())
+		}
 		err := d.call(func() {
 			id, found, ambiguous = d.node.ResolveMember(query)
+			if !found && resolved {
+				id, found = d.node.BridgeOf(mac)
+			}
 			if !found && ambiguous == nil {
 				d.node.CrawlTopology(time.Now())
 			}
@@ -110,8 +129,44 @@ func (d *Daemon) resolveMember(query string) (nid.ID, error) {
 		case time.Now().After(give):
 			return id, errors.New(notAMember(query))
 		}
+		if isAddr && !resolved && !asked && d.dev != nil {
+			askKernelToResolve(ip.Unmap())
+			asked = true
+		}
 		time.Sleep(resolveEvery)
 	}
+}
+
+// kernelNeighbour is ip's MAC in this host's neighbour table, when the
+// kernel has resolved it.
+func kernelNeighbour(ip netip.Addr) (l2.MAC, bool) {
+	family := netlink.FAMILY_V4
+	if ip.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	neighs, err := netlink.NeighList(0, family)
+	if err != nil {
+		return l2.MAC{}, false
+	}
+	for _, n := range neighs {
+		a, ok := netip.AddrFromSlice(n.IP)
+		if ok && a.Unmap() == ip && len(n.HardwareAddr) == 6 && n.State&(netlink.NUD_INCOMPLETE|netlink.NUD_FAILED) == 0 {
+			return l2.MAC(n.HardwareAddr), true
+		}
+	}
+	return l2.MAC{}, false
+}
+
+// askKernelToResolve sends one datagram to ip's discard port, so that the
+// kernel resolves its MAC as for any packet to it; the datagram itself is
+// dropped there.
+func askKernelToResolve(ip netip.Addr) {
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(ip, 9)))
+	if err != nil {
+		return
+	}
+	c.Write([]byte{0})
+	c.Close()
 }
 
 func notAMember(query string) string {

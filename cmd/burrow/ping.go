@@ -57,7 +57,9 @@ ping the path its answer took and its round trip:
 
 The member is named by its certificate name (as burrow peers and the
 dashboard's map show it), its node ID or the ID's first digits, or an
-address inside the network.
+address inside the network: one a linked member's certificate lists, or
+one this host's kernel resolves over the overlay (ARP or neighbour
+discovery, as for any packet to it), whose MAC leads to the member.
 The ping is a control message through the overlay, answered by the member's
 burrow (not its kernel: a firewall on the TAP does not stop it). A member
 with no link is asked for an on-demand link at the first ping (with
