@@ -120,6 +120,7 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		mac: l2.MAC{2, 0, 0, 0, byte(i >> 8), byte(i + 1)}}
 	ov.Advertise = []netip.AddrPort{tn.addr}
 	node, err := New(Config{
+		Name:      name,
 		Handshake: link.HandshakeConfig{Network: "test", Private: priv, Public: pub, Cert: []byte(name), AESFast: true, Rand: rng},
 		Verify:    w.verify,
 		Revocations: RevocationConfig{Verify: w.verifyRevocation, Learned: func(raw []byte, r RevokedNode) {

@@ -117,6 +117,7 @@ type Node struct {
 	svc       servicesState
 	groups    groupsState
 	settings  settingsState
+	pings     pingState
 	now       time.Time // time of the event being handled
 	// recon is reconcile's working memory, kept for its capacity.
 	recon *reconcileScratch
@@ -247,6 +248,7 @@ func (n *Node) Tick(now time.Time) {
 	n.overlayTick(now)
 	n.topologyTick(now)
 	n.servicesTick(now)
+	n.pingTick(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
 	if n.cfg.Firewall != nil && !now.Before(n.nextFirewallSweep) {
@@ -272,7 +274,7 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize
 	}
-	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline()} {
+	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline(), n.pingDeadline()} {
 		if !t.IsZero() && t.Before(next) {
 			next = t
 		}

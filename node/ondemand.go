@@ -154,11 +154,12 @@ func (n *Node) requestOnDemandLink(root nid.ID, t *bridgeTraffic, now time.Time)
 		Via: n.via(), ID: id, Reasons: overlay.ReasonOnDemand, From: n.selfInfo()}, now)
 }
 
-// linkForIdentity opens an on-demand link to bridge root because the
-// firewall needs its member's certificate: a rule naming members cannot
-// match a frame from one this node has no link to. The link closes as any
+// openOnDemandLink asks bridge root for an on-demand link without waiting
+// for its traffic to grow: the firewall needs its member's certificate (a
+// rule naming members cannot match a frame from one this node has no link
+// to), or an operator pings it to see its path. The link closes as any
 // on-demand link does once the traffic with root stays low.
-func (n *Node) linkForIdentity(root nid.ID, now time.Time) {
+func (n *Node) openOnDemandLink(root nid.ID, now time.Time) {
 	od := &n.ov.od
 	if !od.cfg.Enabled || n.ov.cfg.Disabled || root == n.self || n.upLink(root) != nil {
 		return

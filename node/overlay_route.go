@@ -41,10 +41,15 @@ func (n *Node) handleControl(from *link.Link, b []byte, now time.Time) {
 		return
 	}
 	if n.ov.cfg.Disabled {
-		if m.Type == overlay.Leave && m.Origin == from.Peer.ID {
+		switch {
+		case m.Type == overlay.Leave && m.Origin == from.Peer.ID:
 			// Without an overlay too, traffic moves off a neighbour that
 			// leaves before it is gone.
 			n.retire(from, n.peer(from.Peer.ID), now)
+		case m.Type == overlay.Ping && m.Dest == n.self:
+			n.answerPing(&m, now) // a configured peer can still be pinged
+		case m.Type == overlay.Pong && m.Dest == n.self:
+			n.takePong(&m, from, now)
 		}
 		return
 	}
@@ -186,6 +191,10 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		n.answerTopology(m, now)
 	case overlay.TopologyReply:
 		n.takeTopology(m, now)
+	case overlay.Ping:
+		n.answerPing(m, now)
+	case overlay.Pong:
+		n.takePong(m, from, now)
 	case overlay.LinkRequest:
 		n.handleLinkRequest(m, now)
 	case overlay.LinkReply:

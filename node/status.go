@@ -235,7 +235,7 @@ func endpointList(eps []link.Endpoint) string {
 
 func countsByType(c *[16]uint64) map[string]uint64 {
 	m := map[string]uint64{}
-	for t := overlay.FindSuccessor; t <= overlay.Leave; t++ {
+	for t := overlay.FindSuccessor; int(t) < len(c); t++ {
 		if c[t] > 0 {
 			m[t.String()] = c[t]
 		}

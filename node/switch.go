@@ -198,7 +198,7 @@ func (n *Node) passesFirewall(dir firewall.Direction, frame []byte, mac l2.MAC, 
 		return true
 	}
 	if m.Name == "" && bridge != (nid.ID{}) && n.cfg.Firewall.NamesMembers(dir) {
-		n.linkForIdentity(bridge, now) // the next try may match a rule by its certificate
+		n.openOnDemandLink(bridge, now) // the next try may match a rule by its certificate
 	}
 	return false
 }

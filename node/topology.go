@@ -34,12 +34,18 @@ type topologyState struct {
 	until   time.Time // crawl while now is before this
 }
 
-// CrawlTopology starts (or keeps going) the crawl for topologyWatch.
+// CrawlTopology starts (or keeps going) the crawl for topologyWatch, and
+// asks the nodes learned of since the last tick at once: someone looking
+// for a member by name calls it again and again, and finds it in round
+// trips rather than ticks.
 func (n *Node) CrawlTopology(now time.Time) {
+	n.now = now
 	if n.topo.entries == nil {
 		n.topo.entries = make(map[nid.ID]*topoEntry)
 	}
 	n.topo.until = now.Add(topologyWatch)
+	n.topologyTick(now)
+	n.publishIfDirty()
 }
 
 // pathOf names the kind of l's path. A direct endpoint that is the peer's

@@ -65,14 +65,22 @@ const (
 	// Data carries a payload for a service on the ring (the DHT), routed
 	// like any request; its interpretation is up to that service.
 	Data
+	// Ping asks the node Dest to answer at once with a Pong, for an
+	// operator's `burrow ping`: which path the answer took, and its round
+	// trip.
+	Ping
+	// Pong answers Ping.
+	Pong
 	maxType
 )
 
-var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave", "topology", "topology-reply", "data"}
+var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave", "topology", "topology-reply", "data", "ping", "pong"}
 
 // IsReply reports whether t answers a request; replies find their way back
 // to the request's origin through its Via node.
-func (t Type) IsReply() bool { return t == Successors || t == LinkReply || t == TopologyReply }
+func (t Type) IsReply() bool {
+	return t == Successors || t == LinkReply || t == TopologyReply || t == Pong
+}
 
 func (t Type) String() string {
 	if t == 0 || t >= maxType {
@@ -218,7 +226,7 @@ func (m *Message) Append(dst []byte) []byte {
 		for _, s := range m.Successors[:n] {
 			dst = appendInfo(dst, s)
 		}
-	case Topology:
+	case Topology, Ping, Pong:
 		dst = appendInfo(dst, m.From)
 	case TopologyReply:
 		name := m.Name[:min(len(m.Name), MaxName)]
@@ -317,7 +325,7 @@ func Parse(b []byte) (Message, error) {
 			}
 			m.Successors = append(m.Successors, r.info())
 		}
-	case Topology:
+	case Topology, Ping, Pong:
 		m.From = r.info()
 	case TopologyReply:
 		name := r.take(int(r.byte()))

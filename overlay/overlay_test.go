@@ -68,7 +68,7 @@ func TestMessageRoundTrip(t *testing.T) {
 			for i, n := 0, rapid.IntRange(0, MaxSuccessors).Draw(t, "succ"); i < n; i++ {
 				m.Successors = append(m.Successors, genInfo(t, "s"))
 			}
-		case Topology:
+		case Topology, Ping, Pong:
 			m.From = genInfo(t, "from")
 		case TopologyReply:
 			m.Name = rapid.StringMatching(`[a-z0-9-]{0,20}`).Draw(t, "name")
@@ -140,6 +140,8 @@ func FuzzParse(f *testing.F) {
 	f.Add((&Message{Type: Notify, From: Info{ID: nid.ID{3}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820"), relayed}, TURN: relayed}}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonLongDistance, Ask: true, Relaying: true}).Append(nil))
+	f.Add((&Message{Type: Ping, TTL: 64, Exact: true, ID: 7, From: Info{ID: nid.ID{6}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.2:51820")}}}).Append(nil))
+	f.Add((&Message{Type: Pong, TTL: 61, Exact: true, ID: 7, From: Info{ID: nid.ID{8}, Relays: []nid.ID{{9}}}}).Append(nil))
 	f.Add((&Message{Type: LinkRequest, TTL: 1, Exact: true, Reasons: ReasonLongDistance, Passed: true, From: Info{ID: nid.ID{5}}}).Append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := Parse(b)

@@ -122,6 +122,8 @@ type Request struct {
 	// Setting is the change of command "network-set": a network-wide
 	// setting and its new value, empty to remove it.
 	Setting *SettingChange `json:"setting,omitempty"`
+	// Ping is the member to ping once (command "ping").
+	Ping *PingRequest `json:"ping,omitempty"`
 }
 
 // SettingChange changes one network-wide setting.
@@ -163,6 +165,8 @@ type Response struct {
 	Firewall *FirewallAnswer `json:"firewall,omitempty"`
 	// Settings answers "network-set": the settings now in force.
 	Settings *node.NetworkSettings `json:"settings,omitempty"`
+	// Ping answers "ping".
+	Ping *PingAnswer `json:"ping,omitempty"`
 }
 
 // DHT runs one operation on the DHT in this node's name and waits for the
@@ -266,7 +270,7 @@ func (s *controlServer) serve() {
 
 func (s *controlServer) handle(c net.Conn) {
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	c.SetDeadline(time.Now().Add(controlDeadline))
 	var req Request
 	line, err := bufio.NewReader(c).ReadBytes('\n')
 	var resp Response
@@ -274,6 +278,14 @@ func (s *controlServer) handle(c net.Conn) {
 		resp.Error = "malformed request"
 	} else {
 		switch req.Command {
+		case "ping":
+			if req.Ping == nil {
+				resp.Error = "ping: no member given"
+				break
+			}
+			c.SetDeadline(time.Now().Add(pingDeadline(req.Ping.Timeout)))
+			a, err := s.d.Ping(*req.Ping)
+			reply(&resp, &resp.Ping, a, err)
 		case "status":
 			st, err := s.d.Status()
 			reply(&resp, &resp.Status, st, err)
@@ -333,6 +345,15 @@ func (s *controlServer) close() {
 	os.Remove(s.path)
 }
 
+// controlDeadline bounds one control request; a ping may take longer
+// (pingDeadline).
+const controlDeadline = 10 * time.Second
+
+// pingDeadline bounds a ping request: finding the member, then its timeout.
+func pingDeadline(timeout time.Duration) time.Duration {
+	return resolveFor + min(max(timeout, 0), MaxPingTimeout) + 2*time.Second
+}
+
 // Query sends one request to the daemon behind the control socket at path.
 func Query(path string, req Request) (*Response, error) {
 	c, err := net.DialTimeout("unix", path, 2*time.Second)
@@ -340,7 +361,11 @@ func Query(path string, req Request) (*Response, error) {
 		return nil, fmt.Errorf("cannot reach burrow at %s (is `burrow up` running, and are you root?): %w", path, err)
 	}
 	defer c.Close()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
+	deadline := controlDeadline
+	if req.Ping != nil {
+		deadline = pingDeadline(req.Ping.Timeout)
+	}
+	c.SetDeadline(time.Now().Add(deadline))
 	if err := json.NewEncoder(c).Encode(req); err != nil {
 		return nil, err
 	}

@@ -27,12 +27,16 @@ func (s *socketFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&s.instance, "instance", "", "ask the node of this instance (its socket is /run/burrow/NAME.sock)")
 }
 
-func (s socketFlags) status() (*runtime.Status, error) {
-	path := s.socket
+// path is the control socket to ask.
+func (s socketFlags) path() string {
 	if s.instance != "" {
-		path = filepath.Join(filepath.Dir(config.DefaultControlSocket), s.instance+".sock")
+		return filepath.Join(filepath.Dir(config.DefaultControlSocket), s.instance+".sock")
 	}
-	resp, err := runtime.Query(path, runtime.Request{Command: "status"})
+	return s.socket
+}
+
+func (s socketFlags) status() (*runtime.Status, error) {
+	resp, err := runtime.Query(s.path(), runtime.Request{Command: "status"})
 	if err != nil {
 		return nil, err
 	}
