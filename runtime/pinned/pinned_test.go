@@ -56,13 +56,8 @@ func TestWaitReturnsOnceTheDescriptorIsReadable(t *testing.T) {
 	case <-time.After(50 * time.Millisecond):
 	}
 	w.Write([]byte{1})
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("Wait: %v, want readable and not stopped", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Wait still blocked 5 s after the pipe became readable")
+	if err := awaited(t, done, "Wait after the pipe became readable"); err != nil {
+		t.Fatalf("Wait: %v, want readable and not stopped", err)
 	}
 }
 
@@ -75,13 +70,8 @@ func TestStopEndsEveryWaitForGood(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, done := range []<-chan error{first, second, waitResult(s, int(r.Fd()))} {
-		select {
-		case err := <-done:
-			if err != errStopped {
-				t.Fatalf("Wait after Stop: %v, want stopped", err)
-			}
-		case <-time.After(5 * time.Second):
-			t.Fatal("Wait still blocked 5 s after Stop")
+		if err := awaited(t, done, "Wait after Stop"); err != errStopped {
+			t.Fatalf("Wait after Stop: %v, want stopped", err)
 		}
 	}
 	if err := s.Stop(); err != nil {
@@ -119,11 +109,21 @@ func TestDoorbellWakesOnlyAnArmedSleeper(t *testing.T) {
 	}()
 	time.Sleep(20 * time.Millisecond)
 	b.Ring()
+	awaited(t, done, "the armed sleeper after a Ring")
+}
+
+// awaited is what ch yields, or fails the test when it yields nothing
+// within 5 s.
+func awaited[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
 	select {
-	case <-done:
+	case v := <-ch:
+		return v
 	case <-time.After(5 * time.Second):
-		t.Fatal("a Ring did not wake the armed sleeper")
 	}
+	t.Fatalf("%s: still blocked after 5 s", what)
+	var none T
+	return none
 }
 
 func readable(t *testing.T, fd int) bool {
