@@ -1,0 +1,419 @@
+// Package publish is a gateway's side of publications: a member exposes
+// TCP services of other members, each authorised by a CA-signed
+// publication (identity.Publication), on a listen address anyone can
+// reach. Every accepted connection is relayed byte for byte to the
+// service's address inside the network, through this node's TAP, so TLS
+// between the outside client and the service passes through untouched.
+// A revocation, a publication's removal from the configuration or its
+// expiry closes its listener and every connection it carries at once.
+package publish
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"burrow/identity"
+	"burrow/nid"
+)
+
+// RevokedDir is where, under the state directory, a gateway keeps the
+// revocations of publications it was handed, so that a revoked
+// publication stays refused across restarts.
+const RevokedDir = "revoked-publications"
+
+// revokedExt ends the name of each kept revocation file.
+const revokedExt = ".pubrev"
+
+// dialTimeout bounds how long a client waits for the service to answer
+// before its connection is closed.
+const dialTimeout = 5 * time.Second
+
+// FromControl is the source of a publication handed over the control
+// socket rather than listed in the configuration.
+const FromControl = "control socket"
+
+// Status is one publication as `burrow status` shows it.
+type Status struct {
+	Serial   string    `json:"serial"`
+	Member   string    `json:"member"`  // the member's name
+	Service  string    `json:"service"` // address:port inside the network
+	Listen   string    `json:"listen"`  // address:port for anyone
+	Source   string    `json:"source"`  // a publish[i] file, or the control socket
+	NotAfter time.Time `json:"not_after"`
+	// Open connections now; Accepted since the listener opened; Failed:
+	// connections closed because the service did not answer.
+	Open     int64 `json:"open"`
+	Accepted int64 `json:"accepted"`
+	Failed   int64 `json:"failed"`
+	// BytesIn went from outside clients to the service, BytesOut back.
+	BytesIn  int64 `json:"bytes_in"`
+	BytesOut int64 `json:"bytes_out"`
+}
+
+// Gateway holds the publications this node exposes.
+type Gateway struct {
+	trust      *identity.Trust
+	self       nid.ID
+	log        *slog.Logger
+	revokedDir string
+
+	mu      sync.Mutex
+	active  map[[identity.SerialSize]byte]*exposure
+	revoked map[[identity.SerialSize]byte]*identity.PublicationRevocation
+}
+
+// New makes the gateway of node self, trusting publications of trust and
+// keeping revocations under stateDir. It reads the revocations kept
+// there; a file that is not one of this network's is reported and left
+// alone.
+func New(trust *identity.Trust, self nid.ID, stateDir string, log *slog.Logger) *Gateway {
+	g := &Gateway{trust: trust, self: self, log: log, revokedDir: filepath.Join(stateDir, RevokedDir),
+		active: map[[identity.SerialSize]byte]*exposure{}, revoked: map[[identity.SerialSize]byte]*identity.PublicationRevocation{}}
+	entries, err := os.ReadDir(g.revokedDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		log.Warn("cannot read the revoked publications", "dir", g.revokedDir, "err", err)
+	}
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), revokedExt) {
+			continue
+		}
+		path := filepath.Join(g.revokedDir, e.Name())
+		r, err := identity.LoadPublicationRevocation(path)
+		if err == nil {
+			err = trust.VerifyPublicationRevocation(r)
+		}
+		if err != nil {
+			log.Error("ignoring a publication revocation file", "path", path, "err", err)
+			continue
+		}
+		g.revoked[r.Serial] = r
+	}
+	return g
+}
+
+// Load reads and checks a publication file for this gateway, now.
+func (g *Gateway) Load(path string, now time.Time) (*identity.Publication, error) {
+	p, err := identity.LoadPublication(path)
+	if err != nil {
+		return nil, err
+	}
+	return p, g.check(p, now)
+}
+
+// check verifies p for this gateway at now, and that it was not revoked.
+func (g *Gateway) check(p *identity.Publication, now time.Time) error {
+	if err := g.trust.VerifyPublication(p, g.self, now); err != nil {
+		return err
+	}
+	g.mu.Lock()
+	r := g.revoked[p.Serial]
+	g.mu.Unlock()
+	if r != nil {
+		return fmt.Errorf("publication %s of %s (%s) was revoked at %s", p.SerialString()[:8], p.Service, p.MemberName, r.RevokedAt.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// Sourced is a checked publication and where it came from.
+type Sourced struct {
+	Publication *identity.Publication
+	Source      string
+}
+
+// SetConfigured puts exactly pubs in force as the publications of the
+// configuration: it opens the listeners of new ones and closes those no
+// longer listed (and every connection they carry). Publications handed
+// over the control socket stay. When a listener cannot open, nothing
+// changes.
+func (g *Gateway) SetConfigured(pubs []Sourced) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	wanted := map[[identity.SerialSize]byte]bool{}
+	var opened []*exposure
+	undo := func() {
+		for _, e := range opened {
+			e.close()
+		}
+	}
+	for _, s := range pubs {
+		p := s.Publication
+		if wanted[p.Serial] {
+			undo()
+			return fmt.Errorf("%s: publication %s is listed twice", s.Source, p.SerialString()[:8])
+		}
+		wanted[p.Serial] = true
+		if e := g.active[p.Serial]; e != nil {
+			e.source = s.Source
+			continue
+		}
+		e, err := g.open(s)
+		if err != nil {
+			undo()
+			return err
+		}
+		opened = append(opened, e)
+	}
+	for serial, e := range g.active {
+		if e.source != FromControl && !wanted[serial] {
+			g.log.Info("publication withdrawn from the configuration", "serial", e.pub.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
+			e.close()
+			delete(g.active, serial)
+		}
+	}
+	for _, e := range opened {
+		g.start(e)
+	}
+	return nil
+}
+
+// Add checks a publication handed over the control socket and exposes it.
+func (g *Gateway) Add(raw []byte, now time.Time) (Status, error) {
+	p, err := identity.ParsePublication(raw)
+	if err != nil {
+		return Status{}, err
+	}
+	if err := g.check(p, now); err != nil {
+		return Status{}, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if e := g.active[p.Serial]; e != nil {
+		return e.status(), nil
+	}
+	e, err := g.open(Sourced{Publication: p, Source: FromControl})
+	if err != nil {
+		return Status{}, err
+	}
+	g.start(e)
+	return e.status(), nil
+}
+
+// Revoke honours a CA-signed revocation: the publication's listener and
+// connections close, the revocation is kept, and the publication is
+// refused from then on. It returns the closed publication's last status,
+// nil when it was not exposed here.
+func (g *Gateway) Revoke(raw []byte) (*Status, error) {
+	r, err := identity.ParsePublicationRevocation(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.trust.VerifyPublicationRevocation(r); err != nil {
+		return nil, err
+	}
+	if r.Gateway != g.self {
+		return nil, fmt.Errorf("%w: the revocation of publication %s is for gateway %s, and this node is %s",
+			identity.ErrNotThisGateway, r.SerialString()[:8], r.Gateway.Short(), g.self.Short())
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var closed *Status
+	if e := g.active[r.Serial]; e != nil {
+		e.close()
+		st := e.status()
+		closed = &st
+		delete(g.active, r.Serial)
+		g.log.Info("publication revoked: listener and connections closed", "serial", r.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
+	}
+	g.revoked[r.Serial] = r
+	if err := os.MkdirAll(g.revokedDir, 0o755); err == nil {
+		err = identity.SavePublicationRevocation(filepath.Join(g.revokedDir, r.SerialString()+revokedExt), r)
+	}
+	if err != nil {
+		g.log.Error("cannot keep a publication revocation; it holds until restart", "serial", r.SerialString(), "err", err)
+	}
+	return closed, nil
+}
+
+// Status lists the exposed publications by listen address.
+func (g *Gateway) Status() []Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]Status, 0, len(g.active))
+	for _, e := range g.active {
+		out = append(out, e.status())
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Listen, b.Listen) })
+	return out
+}
+
+// Close closes every listener and connection.
+func (g *Gateway) Close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, e := range g.active {
+		e.close()
+	}
+	clear(g.active)
+}
+
+// expire closes e when its publication runs out, unless it went before.
+func (g *Gateway) expire(e *exposure) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.active[e.pub.Serial] != e {
+		return
+	}
+	g.log.Info("publication expired: listener and connections closed", "serial", e.pub.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
+	e.close()
+	delete(g.active, e.pub.Serial)
+}
+
+// open listens for s's publication; g.mu is held.
+func (g *Gateway) open(s Sourced) (*exposure, error) {
+	p := s.Publication
+	for _, e := range g.active {
+		if e.pub.Listen == p.Listen {
+			return nil, fmt.Errorf("%s: listen address %s is already taken by publication %s of %s", s.Source, p.Listen, e.pub.SerialString()[:8], e.pub.Service)
+		}
+	}
+	ln, err := net.Listen("tcp", p.Listen.String())
+	if err != nil {
+		return nil, fmt.Errorf("%s: publication %s of %s (%s) cannot listen: %w", s.Source, p.SerialString()[:8], p.Service, p.MemberName, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &exposure{pub: p, source: s.Source, ln: ln.(*net.TCPListener), ctx: ctx, cancel: cancel, conns: map[net.Conn]bool{}, log: g.log}, nil
+}
+
+// start serves an opened exposure; g.mu is held.
+func (g *Gateway) start(e *exposure) {
+	g.active[e.pub.Serial] = e
+	e.expiry = time.AfterFunc(time.Until(e.pub.NotAfter), func() { g.expire(e) })
+	g.log.Info("publishing", "serial", e.pub.SerialString(), "member", e.pub.MemberName, "service", e.pub.Service, "listen", e.pub.Listen, "source", e.source)
+	go e.serve()
+}
+
+// exposure is one publication's listener and the connections it accepted.
+type exposure struct {
+	pub    *identity.Publication
+	source string
+	ln     *net.TCPListener
+	ctx    context.Context // ends when the exposure closes
+	cancel context.CancelFunc
+	expiry *time.Timer
+	log    *slog.Logger
+
+	mu     sync.Mutex
+	conns  map[net.Conn]bool // both ends of every relayed connection
+	closed bool
+
+	accepted, failed, open, bytesIn, bytesOut atomic.Int64
+}
+
+func (e *exposure) status() Status {
+	return Status{Serial: e.pub.SerialString(), Member: e.pub.MemberName, Service: e.pub.Service.String(), Listen: e.pub.Listen.String(),
+		Source: e.source, NotAfter: e.pub.NotAfter, Open: e.open.Load(), Accepted: e.accepted.Load(), Failed: e.failed.Load(),
+		BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load()}
+}
+
+// close stops accepting and cuts every connection, at once.
+func (e *exposure) close() {
+	e.cancel()
+	if e.expiry != nil {
+		e.expiry.Stop()
+	}
+	e.ln.Close()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.closed = true
+	for c := range e.conns {
+		c.Close()
+	}
+}
+
+// track adds c to the connections close cuts; false when e is closed.
+func (e *exposure) track(c net.Conn) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	e.conns[c] = true
+	return true
+}
+
+func (e *exposure) untrack(c net.Conn) {
+	e.mu.Lock()
+	delete(e.conns, c)
+	e.mu.Unlock()
+	c.Close()
+}
+
+func (e *exposure) serve() {
+	for {
+		c, err := e.ln.AcceptTCP()
+		if err != nil {
+			if e.ctx.Err() == nil {
+				e.log.Error("publication stopped accepting", "listen", e.pub.Listen, "err", err)
+			}
+			return
+		}
+		e.accepted.Add(1)
+		go e.relay(c)
+	}
+}
+
+// relay connects client to the service and copies bytes both ways until
+// both sides are done or the exposure closes.
+func (e *exposure) relay(client *net.TCPConn) {
+	if !e.track(client) {
+		client.Close()
+		return
+	}
+	defer e.untrack(client)
+	e.open.Add(1)
+	defer e.open.Add(-1)
+	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
+	var d net.Dialer
+	up, err := d.DialContext(ctx, "tcp", e.pub.Service.String())
+	cancel()
+	if err != nil {
+		e.failed.Add(1)
+		e.log.Warn("published service unreachable", "service", e.pub.Service, "member", e.pub.MemberName, "client", client.RemoteAddr(), "err", err)
+		return
+	}
+	service := up.(*net.TCPConn)
+	if !e.track(service) {
+		service.Close()
+		return
+	}
+	defer e.untrack(service)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		pipe(service, client, &e.bytesIn)
+	}()
+	pipe(client, service, &e.bytesOut)
+	wg.Wait()
+}
+
+// pipe copies src to dst until src ends, counting as it goes, then passes
+// the end on. Copying in chunks between TCP connections keeps the
+// kernel's splice and still shows the bytes while a connection lasts.
+func pipe(dst, src *net.TCPConn, count *atomic.Int64) {
+	const chunk = 1 << 20
+	for {
+		n, err := io.CopyN(dst, src, chunk)
+		count.Add(n)
+		if errors.Is(err, io.EOF) {
+			dst.CloseWrite()
+			return
+		}
+		if err != nil { // reset, or closed by a revocation: both sides end
+			dst.Close()
+			src.Close()
+			return
+		}
+	}
+}
