@@ -293,7 +293,7 @@ func reportClosed(w io.Writer, st *published.Status) {
 		fmt.Fprintln(w, "The local node was not exposing it; it will refuse it from now on.")
 		return
 	}
-	fmt.Fprintf(w, "The local node closed %s and %d open connections (%d accepted, %d bytes in, %d out).\n", st.Listen, st.Open, st.Accepted, st.BytesIn, st.BytesOut)
+	fmt.Fprintf(w, "The local node closed %s; open connections cut: %d (%d accepted, %d bytes in, %d out).\n", st.Listen, st.Open, st.Accepted, st.BytesIn, st.BytesOut)
 }
 
 // publicationByArg loads the publication a serial (kept in the CA

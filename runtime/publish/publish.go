@@ -398,14 +398,18 @@ func (e *exposure) relay(client *net.TCPConn) {
 	wg.Wait()
 }
 
-// pipe copies src to dst until src ends, counting as it goes, then passes
-// the end on. Copying in chunks between TCP connections keeps the
-// kernel's splice and still shows the bytes while a connection lasts.
+// pipe copies src to dst until src ends, counting each read so that
+// status shows the bytes while a connection lasts, then passes the end on.
 func pipe(dst, src *net.TCPConn, count *atomic.Int64) {
-	const chunk = 1 << 20
+	buf := make([]byte, 64<<10)
 	for {
-		n, err := io.CopyN(dst, src, chunk)
-		count.Add(n)
+		n, err := src.Read(buf)
+		if n > 0 {
+			count.Add(int64(n))
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				err = werr
+			}
+		}
 		if errors.Is(err, io.EOF) {
 			dst.CloseWrite()
 			return
