@@ -94,11 +94,13 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	}
 
 	public := netip.AddrPortFrom(gwHost.Addr, publicPort)
-	curl := func() (string, error) {
-		out, err := outside.Run(ctxFor(t, 15*time.Second), "curl", "-sS", "--max-time", "10", "--cacert", serviceCA,
+	// curl fetches the service from outside, trusting only caFile.
+	curlWith := func(caFile string) (string, error) {
+		out, err := outside.Run(ctxFor(t, 15*time.Second), "curl", "-sS", "--max-time", "10", "--cacert", caFile,
 			"--resolve", fmt.Sprintf("%s:%d:%s", serviceName, publicPort, gwHost.Addr), fmt.Sprintf("https://%s:%d/", serviceName, publicPort))
 		return string(out), err
 	}
+	curl := func() (string, error) { return curlWith(serviceCA) }
 	refused := func(port uint16) error {
 		out, err := outside.Run(ctxFor(t, 15*time.Second), "curl", "-sS", "--max-time", "5", "--cacert", serviceCA,
 			"--resolve", fmt.Sprintf("%s:%d:%s", serviceName, port, gwHost.Addr), fmt.Sprintf("https://%s:%d/", serviceName, port))
@@ -131,6 +133,11 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	}
 	if !strings.Contains(body, "s_server") {
 		t.Fatalf("the page is not the board's s_server status page: %.300s", body)
+	}
+	// The certificate curl checked is the service's own: trusting
+	// burrow's CA instead, curl refuses it.
+	if out, err := curlWith(filepath.Join(n.net.Dir, "ca", identity.CACertFile)); err == nil || !strings.Contains(out, "certificate") {
+		t.Errorf("curl trusting burrow's CA and not the service's: %v: %.300s", err, out)
 	}
 	t.Logf("outside fetched %d bytes of https://%s through %s, certificate verified against the service's own CA", len(body), serviceName, public)
 	if err := refused(publicPort + 1); err != nil {

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +31,9 @@ func (d *Daemon) ReloadPublications(cfg *config.Config) error {
 // Publish exposes a publication handed over the control socket until it
 // is revoked, expires or the daemon stops.
 func (d *Daemon) Publish(raw []byte) (publish.Status, error) {
+	if d.dev == nil {
+		return publish.Status{}, errors.New("this node has no TAP (tap.enabled is false), so it cannot reach the services of members: it cannot be a gateway")
+	}
 	return d.gateway.Add(raw, time.Now())
 }
 
