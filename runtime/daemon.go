@@ -460,6 +460,7 @@ func (d *Daemon) runCore(ctx context.Context) {
 				d.log.Error("revocation refused", "err", err)
 			}
 		}
+		d.gateway.ScanRevoked()
 	})
 	d.log.Info("shutting down: telling the neighbours")
 	d.node.Leave(time.Now())

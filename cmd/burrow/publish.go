@@ -233,7 +233,10 @@ DIR/published) or by its file.
 
 The revocation is written to --out (default DIR/published/SERIAL.pubrev).
 Hand it to the gateway: --push gives it to the node running on this machine
-(over --socket), e.g. when you run this on the gateway. The gateway closes
+(over --socket), e.g. when you run this on the gateway; or copy the file
+into the gateway's state directory, under revoked-publications/ (e.g.
+/var/lib/burrow/revoked-publications/), where it is picked up within 2
+seconds. The gateway closes
 the publication's listener and every connection it carries at once, keeps
 the revocation in its state directory and refuses the publication from then
 on, across restarts. Removing the file from the gateway's publish: list and
@@ -269,7 +272,8 @@ sending SIGHUP also closes it, but only a revocation stops it coming back.`,
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "Revoked publication %s (%s's %s on %s); the revocation is in %s\n", p.SerialString(), p.MemberName, p.Service, p.Listen, out)
 			if !push {
-				fmt.Fprintf(w, "Hand it to gateway %q: burrow publish revoke ... --push there\n", p.GatewayName)
+				fmt.Fprintf(w, "Hand it to gateway %q: burrow publish revoke ... --push there, or copy it into its %s directory\n",
+					p.GatewayName, filepath.Join(config.DefaultStateDir, published.RevokedDir))
 				return nil
 			}
 			resp, err := runtime.Query(socket, runtime.Request{Command: "publish-revoke", Publication: rev.Marshal()})

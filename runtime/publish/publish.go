@@ -29,7 +29,8 @@ import (
 
 // RevokedDir is where, under the state directory, a gateway keeps the
 // revocations of publications it was handed, so that a revoked
-// publication stays refused across restarts.
+// publication stays refused across restarts; a revocation file copied in
+// takes effect at the next scan (runtime scans every 2 seconds).
 const RevokedDir = "revoked-publications"
 
 // revokedExt ends the name of each kept revocation file.
@@ -71,35 +72,57 @@ type Gateway struct {
 	mu      sync.Mutex
 	active  map[[identity.SerialSize]byte]*exposure
 	revoked map[[identity.SerialSize]byte]*identity.PublicationRevocation
+	seen    map[string]bool // revocation files already honoured
 }
 
 // New makes the gateway of node self, trusting publications of trust and
-// keeping revocations under stateDir. It reads the revocations kept
-// there; a file that is not one of this network's is reported and left
-// alone.
+// keeping revocations under stateDir, whose kept revocations it reads.
 func New(trust *identity.Trust, self nid.ID, stateDir string, log *slog.Logger) *Gateway {
-	g := &Gateway{trust: trust, self: self, log: log, revokedDir: filepath.Join(stateDir, RevokedDir),
+	g := &Gateway{trust: trust, self: self, log: log, revokedDir: filepath.Join(stateDir, RevokedDir), seen: map[string]bool{},
 		active: map[[identity.SerialSize]byte]*exposure{}, revoked: map[[identity.SerialSize]byte]*identity.PublicationRevocation{}}
+	g.ScanRevoked()
+	return g
+}
+
+// ScanRevoked honours the revocation files in RevokedDir not seen before:
+// those kept from earlier runs, and any an operator copies in. A file that
+// is not a revocation of this network for this gateway is reported once
+// and left alone.
+func (g *Gateway) ScanRevoked() {
 	entries, err := os.ReadDir(g.revokedDir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		log.Warn("cannot read the revoked publications", "dir", g.revokedDir, "err", err)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			g.log.Warn("cannot read the revoked publications", "dir", g.revokedDir, "err", err)
+		}
+		return
 	}
 	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), revokedExt) {
+		if !strings.HasSuffix(e.Name(), revokedExt) || !g.firstSight(e.Name()) {
 			continue
 		}
 		path := filepath.Join(g.revokedDir, e.Name())
 		r, err := identity.LoadPublicationRevocation(path)
 		if err == nil {
-			err = trust.VerifyPublicationRevocation(r)
+			err = g.verifyRevocation(r)
 		}
 		if err != nil {
-			log.Error("ignoring a publication revocation file", "path", path, "err", err)
+			g.log.Error("ignoring a publication revocation file", "path", path, "err", err)
 			continue
 		}
-		g.revoked[r.Serial] = r
+		g.revoke(r)
 	}
-	return g
+}
+
+// firstSight reports whether the revocation file name is new, and marks
+// it seen.
+func (g *Gateway) firstSight(name string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.seen[name] {
+		return false
+	}
+	g.seen[name] = true
+	return true
 }
 
 // Load reads and checks a publication file for this gateway, now.
@@ -208,31 +231,49 @@ func (g *Gateway) Revoke(raw []byte) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := g.trust.VerifyPublicationRevocation(r); err != nil {
+	if err := g.verifyRevocation(r); err != nil {
 		return nil, err
 	}
-	if r.Gateway != g.self {
-		return nil, fmt.Errorf("%w: the revocation of publication %s is for gateway %s, and this node is %s",
-			identity.ErrNotThisGateway, r.SerialString()[:8], r.Gateway.Short(), g.self.Short())
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var closed *Status
-	if e := g.active[r.Serial]; e != nil {
-		e.close()
-		st := e.status()
-		closed = &st
-		delete(g.active, r.Serial)
-		g.log.Info("publication revoked: listener and connections closed", "serial", r.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
-	}
-	g.revoked[r.Serial] = r
-	if err := os.MkdirAll(g.revokedDir, 0o755); err == nil {
-		err = identity.SavePublicationRevocation(filepath.Join(g.revokedDir, r.SerialString()+revokedExt), r)
+	closed := g.revoke(r)
+	name := r.SerialString() + revokedExt
+	err = os.MkdirAll(g.revokedDir, 0o755)
+	if err == nil {
+		err = identity.SavePublicationRevocation(filepath.Join(g.revokedDir, name), r)
 	}
 	if err != nil {
 		g.log.Error("cannot keep a publication revocation; it holds until restart", "serial", r.SerialString(), "err", err)
+	} else {
+		g.firstSight(name)
 	}
 	return closed, nil
+}
+
+// verifyRevocation checks that a trusted CA signed r for this gateway.
+func (g *Gateway) verifyRevocation(r *identity.PublicationRevocation) error {
+	if err := g.trust.VerifyPublicationRevocation(r); err != nil {
+		return err
+	}
+	if r.Gateway != g.self {
+		return fmt.Errorf("%w: the revocation of publication %s is for gateway %s, and this node is %s",
+			identity.ErrNotThisGateway, r.SerialString()[:8], r.Gateway.Short(), g.self.Short())
+	}
+	return nil
+}
+
+// revoke closes r's publication, if exposed, and refuses it from now on.
+func (g *Gateway) revoke(r *identity.PublicationRevocation) *Status {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.revoked[r.Serial] = r
+	e := g.active[r.Serial]
+	if e == nil {
+		return nil
+	}
+	e.close()
+	delete(g.active, r.Serial)
+	g.log.Info("publication revoked: listener and connections closed", "serial", r.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
+	st := e.status()
+	return &st
 }
 
 // Status lists the exposed publications by listen address.

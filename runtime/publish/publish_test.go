@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,9 @@ func TestARevocationClosesTheListenerAndEveryConnection(t *testing.T) {
 	if _, err := g.Add(p.Marshal(), time.Now()); err == nil || !strings.Contains(err.Error(), "was revoked") {
 		t.Errorf("adding a revoked publication: %v", err)
 	}
+	if _, err := identity.LoadPublicationRevocation(filepath.Join(f.state, RevokedDir, p.SerialString()+revokedExt)); err != nil {
+		t.Errorf("the revocation is not kept: %v", err)
+	}
 	g.Close()
 	if _, err := f.gateway(t).Add(p.Marshal(), time.Now()); err == nil || !strings.Contains(err.Error(), "was revoked") {
 		t.Errorf("adding a revoked publication after a restart: %v", err)
@@ -251,4 +256,42 @@ func TestAPublicationClosesWhenItExpires(t *testing.T) {
 	if _, err := g.Add(p.Marshal(), time.Now()); !errors.Is(err, identity.ErrPublicationExpired) {
 		t.Errorf("adding an expired publication: %v", err)
 	}
+}
+
+// TestARevocationFileCopiedInTakesEffectAtTheNextScan, and a file for
+// another gateway is ignored.
+func TestARevocationFileCopiedInTakesEffectAtTheNextScan(t *testing.T) {
+	f := newFixture(t)
+	g := f.gateway(t)
+	listen := freePort(t)
+	p := f.publication(t, listen, time.Hour)
+	if _, err := g.Add(p.Marshal(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	c := echo(t, listen, "hello")
+	if err := os.MkdirAll(filepath.Join(f.state, RevokedDir), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	elsewhere := *p
+	elsewhere.Gateway = nid.ID{0xcc}
+	for _, file := range []struct {
+		name string
+		pub  *identity.Publication
+	}{{"other.pubrev", &elsewhere}, {"mine.pubrev", p}} {
+		name, pub := file.name, file.pub
+		r, err := identity.SignPublicationRevocation(f.ca, pub, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := identity.SavePublicationRevocation(filepath.Join(f.state, RevokedDir, name), r); err != nil {
+			t.Fatal(err)
+		}
+		if name == "other.pubrev" {
+			g.ScanRevoked()
+			echo(t, listen, "still here")
+		}
+	}
+	g.ScanRevoked()
+	waitClosed(t, c)
+	refused(t, listen)
 }
