@@ -178,6 +178,9 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	if err := waitRefused(t, refused, start); err != nil {
 		t.Fatalf("after the revocation: %v", err)
 	}
+	if !strings.Contains(out, "open connections cut: 1 ") {
+		t.Errorf("burrow publish revoke --push does not report the one open connection it cut: %s", out)
+	}
 	t.Logf("revoked: %s open connection cut %v, port refusing %v after burrow publish revoke started",
 		strings.TrimSpace(out), cut.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 	waitPublished(t, gw, 0)
@@ -207,8 +210,10 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 }
 
 // badPublications hands the gateway publications it must refuse: of
-// another CA, expired, malformed, on a listen address already taken. Each
-// error says what is wrong, and nothing is exposed.
+// another CA, expired, malformed, on a listen address already taken, of a
+// service the gateway would not reach through the network (its own
+// loopback, its own address). Each error says what is wrong, and nothing
+// is exposed.
 func badPublications(t *testing.T, nw *cluster.Network, gw, board *cluster.Node, dir string) {
 	t.Helper()
 	otherCA, err := identity.NewCA(nw.Name, crand.Reader)
@@ -242,11 +247,17 @@ func badPublications(t *testing.T, nw *cluster.Network, gw, board *cluster.Node,
 	}
 	onTaken := template
 	onTaken.Listen = taken
+	gatewaysOwn := template
+	gatewaysOwn.Service = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 22)
+	gatewaysTAP := template
+	gatewaysTAP.Service = netip.AddrPortFrom(gw.Address.Addr(), 22)
 	for _, c := range []struct{ what, file, says string }{
 		{"of another CA", sign(otherCA, template, time.Now()), "this node trusts"},
 		{"expired", sign(nw.CA, template, time.Now().Add(-2*time.Hour)), "expired at"},
 		{"malformed", garbage, "malformed"},
 		{"on a taken address", sign(nw.CA, onTaken, time.Now()), "address already in use"},
+		{"of the gateway's loopback", sign(nw.CA, gatewaysOwn, time.Now()), "is outside the network"},
+		{"of the gateway's own address in the network", sign(nw.CA, gatewaysTAP, time.Now()), "is this node's own"},
 	} {
 		out, err := burrowErr("publish", "add", c.file, "--socket", gw.Config.ControlSocket)
 		if err == nil || !strings.Contains(out, c.says) {

@@ -159,7 +159,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 			}
 		}
 	}
-	d.gateway = publish.New(trust, key.ID(), cfg.StateDir, log)
+	d.gateway = publish.New(trust, key.ID(), cfg.StateDir, d.insideNetwork, log)
 	if err := d.ReloadPublications(cfg); err != nil {
 		return nil, err
 	}

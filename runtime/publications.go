@@ -3,6 +3,9 @@ package runtime
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
+	"slices"
 	"time"
 
 	"burrow/config"
@@ -31,13 +34,44 @@ func (d *Daemon) ReloadPublications(cfg *config.Config) error {
 // Publish exposes a publication handed over the control socket until it
 // is revoked, expires or the daemon stops.
 func (d *Daemon) Publish(raw []byte) (publish.Status, error) {
-	if d.dev == nil {
-		return publish.Status{}, errors.New("this node has no TAP (tap.enabled is false), so it cannot reach the services of members: it cannot be a gateway")
-	}
 	return d.gateway.Add(raw, time.Now())
 }
 
 // Unpublish honours a publication's revocation.
 func (d *Daemon) Unpublish(raw []byte) (*publish.Status, error) {
 	return d.gateway.Revoke(raw)
+}
+
+// insideNetwork says why a gateway would not reach a service at addr
+// through its TAP: no TAP, an address outside the prefixes of the TAP (or
+// of its bridge, or leased there by DHCP), or this node's own address.
+// Nil when it would.
+func (d *Daemon) insideNetwork(addr netip.Addr) error {
+	if d.dev == nil {
+		return errors.New("this node has no TAP (tap.enabled is false), so it cannot reach members' services: it cannot be a gateway")
+	}
+	name := d.dev.Name()
+	if d.cfg.TAP.Bridge != "" {
+		name = d.cfg.TAP.Bridge
+	}
+	prefixes := slices.Clone(d.addrs)
+	if ifc, err := net.InterfaceByName(name); err == nil {
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if p, err := netip.ParsePrefix(a.String()); err == nil && !slices.Contains(prefixes, p) {
+				prefixes = append(prefixes, p)
+			}
+		}
+	}
+	for _, p := range prefixes {
+		if p.Addr() == addr.Unmap() {
+			return fmt.Errorf("the service address %s is this node's own: a gateway publishes other members' services", addr)
+		}
+	}
+	for _, p := range prefixes {
+		if p.Contains(addr.Unmap()) && !p.Addr().IsLinkLocalUnicast() {
+			return nil
+		}
+	}
+	return fmt.Errorf("the service address %s is outside the network as this node's %s sees it (%v): a gateway reaches members' services only through the network", addr, name, prefixes)
 }

@@ -15,6 +15,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -66,6 +67,7 @@ type Status struct {
 type Gateway struct {
 	trust      *identity.Trust
 	self       nid.ID
+	inside     func(netip.Addr) error
 	log        *slog.Logger
 	revokedDir string
 
@@ -77,8 +79,10 @@ type Gateway struct {
 
 // New makes the gateway of node self, trusting publications of trust and
 // keeping revocations under stateDir, whose kept revocations it reads.
-func New(trust *identity.Trust, self nid.ID, stateDir string, log *slog.Logger) *Gateway {
-	g := &Gateway{trust: trust, self: self, log: log, revokedDir: filepath.Join(stateDir, RevokedDir), seen: map[string]bool{},
+// inside says why a service address is not one the gateway reaches
+// through the network, nil when it is.
+func New(trust *identity.Trust, self nid.ID, stateDir string, inside func(netip.Addr) error, log *slog.Logger) *Gateway {
+	g := &Gateway{trust: trust, self: self, inside: inside, log: log, revokedDir: filepath.Join(stateDir, RevokedDir), seen: map[string]bool{},
 		active: map[[identity.SerialSize]byte]*exposure{}, revoked: map[[identity.SerialSize]byte]*identity.PublicationRevocation{}}
 	g.ScanRevoked()
 	return g
@@ -138,6 +142,9 @@ func (g *Gateway) Load(path string, now time.Time) (*identity.Publication, error
 func (g *Gateway) check(p *identity.Publication, now time.Time) error {
 	if err := g.trust.VerifyPublication(p, g.self, now); err != nil {
 		return err
+	}
+	if err := g.inside(p.Service.Addr()); err != nil {
+		return fmt.Errorf("publication %s of %s (%s): %w", p.SerialString()[:8], p.Service, p.MemberName, err)
 	}
 	g.mu.Lock()
 	r := g.revoked[p.Serial]
@@ -224,8 +231,8 @@ func (g *Gateway) Add(raw []byte, now time.Time) (Status, error) {
 
 // Revoke honours a CA-signed revocation: the publication's listener and
 // connections close, the revocation is kept, and the publication is
-// refused from then on. It returns the closed publication's last status,
-// nil when it was not exposed here.
+// refused from then on. It returns the closed publication's status as it
+// was just before, nil when it was not exposed here.
 func (g *Gateway) Revoke(raw []byte) (*Status, error) {
 	r, err := identity.ParsePublicationRevocation(raw)
 	if err != nil {
@@ -269,10 +276,10 @@ func (g *Gateway) revoke(r *identity.PublicationRevocation) *Status {
 	if e == nil {
 		return nil
 	}
+	st := e.status() // before the connections it cuts go
 	e.close()
 	delete(g.active, r.Serial)
-	g.log.Info("publication revoked: listener and connections closed", "serial", r.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen)
-	st := e.status()
+	g.log.Info("publication revoked: listener and connections closed", "serial", r.SerialString(), "service", e.pub.Service, "listen", e.pub.Listen, "open", st.Open)
 	return &st
 }
 

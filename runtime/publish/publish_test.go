@@ -57,7 +57,13 @@ func newFixture(t *testing.T) *fixture {
 }
 
 func (f *fixture) gateway(t *testing.T) *Gateway {
-	g := New(f.trust, f.self, f.state, slog.New(slog.DiscardHandler))
+	// The echo service on loopback stands in for the network.
+	g := New(f.trust, f.self, f.state, func(a netip.Addr) error {
+		if !a.IsLoopback() {
+			return errors.New("not on loopback")
+		}
+		return nil
+	}, slog.New(slog.DiscardHandler))
 	t.Cleanup(g.Close)
 	return g
 }
@@ -141,7 +147,7 @@ func TestARevocationClosesTheListenerAndEveryConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	closed, err := g.Revoke(r.Marshal())
-	if err != nil || closed == nil || closed.Serial != p.SerialString() {
+	if err != nil || closed == nil || closed.Serial != p.SerialString() || closed.Open != 2 {
 		t.Fatalf("Revoke = %+v, %v", closed, err)
 	}
 	for _, c := range conns {
