@@ -172,6 +172,12 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	if err := cluster.WaitFor(ctxFor(t, 5*time.Second), "the open connection in status", func() bool { return publication(t, gw).Open == 1 }); err != nil {
 		t.Error(err)
 	}
+	status := burrow(t, "status", "--socket", gw.Config.ControlSocket)
+	line := lineWith(status, fmt.Sprintf("publish   %s -> board's %s:%d", public, board.Address.Addr(), servicePort))
+	if !strings.Contains(line, "control socket") || !strings.Contains(line, ": 1 open,") {
+		t.Errorf("burrow status does not list the publication from the control socket with 1 open connection:\n%s", status)
+	}
+	t.Logf("burrow status on the gateway: %s", line)
 	start = time.Now()
 	out := burrow(t, "publish", "revoke", "--ca", caDir, pubFile, "--push", "--socket", gw.Config.ControlSocket)
 	cut = waitCut(t, conn, start)
@@ -281,6 +287,16 @@ func badPublications(t *testing.T, nw *cluster.Network, gw, board *cluster.Node,
 	if err := gw.Reload(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// lineWith is the line of text that starts with prefix, "" without one.
+func lineWith(text, prefix string) string {
+	for line := range strings.Lines(text) {
+		if strings.HasPrefix(line, prefix) {
+			return strings.TrimSpace(line)
+		}
+	}
+	return ""
 }
 
 // burrow runs the burrow CLI and fails the test when it fails.
