@@ -9,20 +9,27 @@ import (
 	"time"
 
 	"burrow/config"
+	"burrow/identity"
 	"burrow/runtime/publish"
 )
 
 // ReloadPublications puts the publish section of cfg (the configuration
 // file, read again on SIGHUP) in force: listeners of new publications
 // open, those of publications no longer listed close with every
-// connection they carry. When any file is bad or any listener cannot
-// open, the error names it and nothing changes.
+// connection they carry. Expired and revoked publications are left out
+// with a warning. When any other file is bad or any listener cannot open,
+// the error names it and nothing changes.
 func (d *Daemon) ReloadPublications(cfg *config.Config) error {
 	now := time.Now()
 	pubs := make([]publish.Sourced, 0, len(cfg.Publish))
 	for i, path := range cfg.Publish {
 		source := fmt.Sprintf("publish[%d] %s", i, path)
 		p, err := d.gateway.Load(path, now)
+		if errors.Is(err, identity.ErrPublicationExpired) {
+			// Its time ran out while listed: no reason to stop the node.
+			d.log.Warn("not exposing an expired publication; remove it from publish:", "source", source, "err", err)
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("%s: %w", source, err)
 		}

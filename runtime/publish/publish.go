@@ -138,7 +138,7 @@ func (g *Gateway) Load(path string, now time.Time) (*identity.Publication, error
 	return p, g.check(p, now)
 }
 
-// check verifies p for this gateway at now, and that it was not revoked.
+// check verifies p for this gateway at now.
 func (g *Gateway) check(p *identity.Publication, now time.Time) error {
 	if err := g.trust.VerifyPublication(p, g.self, now); err != nil {
 		return err
@@ -146,11 +146,16 @@ func (g *Gateway) check(p *identity.Publication, now time.Time) error {
 	if err := g.inside(p.Service.Addr()); err != nil {
 		return fmt.Errorf("publication %s of %s (%s): %w", p.SerialString()[:8], p.Service, p.MemberName, err)
 	}
-	g.mu.Lock()
-	r := g.revoked[p.Serial]
-	g.mu.Unlock()
-	if r != nil {
-		return fmt.Errorf("publication %s of %s (%s) was revoked at %s", p.SerialString()[:8], p.Service, p.MemberName, r.RevokedAt.Format(time.RFC3339))
+	return nil
+}
+
+// ErrRevoked: the CA revoked the publication.
+var ErrRevoked = errors.New("publication revoked")
+
+// revokedErr says when p was revoked, nil if it was not; g.mu is held.
+func (g *Gateway) revokedErr(p *identity.Publication) error {
+	if r := g.revoked[p.Serial]; r != nil {
+		return fmt.Errorf("%w: publication %s of %s (%s) was revoked at %s", ErrRevoked, p.SerialString()[:8], p.Service, p.MemberName, r.RevokedAt.Format(time.RFC3339))
 	}
 	return nil
 }
@@ -164,8 +169,9 @@ type Sourced struct {
 // SetConfigured puts exactly pubs in force as the publications of the
 // configuration: it opens the listeners of new ones and closes those no
 // longer listed (and every connection they carry). Publications handed
-// over the control socket stay. When a listener cannot open, nothing
-// changes.
+// over the control socket stay; revoked ones are left out, with a
+// warning, since a revocation outranks a stale list. When a listener
+// cannot open, nothing changes.
 func (g *Gateway) SetConfigured(pubs []Sourced) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -183,6 +189,10 @@ func (g *Gateway) SetConfigured(pubs []Sourced) error {
 			return fmt.Errorf("%s: publication %s is listed twice", s.Source, p.SerialString()[:8])
 		}
 		wanted[p.Serial] = true
+		if err := g.revokedErr(p); err != nil {
+			g.log.Warn("not exposing a revoked publication; remove it from publish:", "source", s.Source, "err", err)
+			continue
+		}
 		if e := g.active[p.Serial]; e != nil {
 			e.source = s.Source
 			continue
@@ -218,6 +228,9 @@ func (g *Gateway) Add(raw []byte, now time.Time) (Status, error) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	if err := g.revokedErr(p); err != nil {
+		return Status{}, err
+	}
 	if e := g.active[p.Serial]; e != nil {
 		return e.status(), nil
 	}

@@ -160,6 +160,10 @@ func TestARevocationClosesTheListenerAndEveryConnection(t *testing.T) {
 	if _, err := g.Add(p.Marshal(), time.Now()); err == nil || !strings.Contains(err.Error(), "was revoked") {
 		t.Errorf("adding a revoked publication: %v", err)
 	}
+	if err := g.SetConfigured([]Sourced{{p, "publish[0] a.pub"}}); err != nil {
+		t.Errorf("a configuration still listing a revoked publication: %v (want it left out)", err)
+	}
+	refused(t, listen)
 	if _, err := identity.LoadPublicationRevocation(filepath.Join(f.state, RevokedDir, p.SerialString()+revokedExt)); err != nil {
 		t.Errorf("the revocation is not kept: %v", err)
 	}
