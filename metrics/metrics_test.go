@@ -34,7 +34,7 @@ func sampleStatus() runtime.Status {
 		Name: "alpha", Network: "home",
 		Queues:       runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
 		Certificate:  runtime.CertificateStatus{NotAfter: time.Unix(1800000000, 0)},
-		Publications: []publish.Status{{Member: "board", Listen: "203.0.113.7:443", Open: 2, Accepted: 5, Failed: 1, BytesIn: 300, BytesOut: 7000}},
+		Publications: []publish.Status{{Member: "board", Listen: "203.0.113.7:443", Open: 2, Accepted: 5, Failed: 1, Rejected: 3, BytesIn: 300, BytesOut: 7000}},
 		Status: node.Status{
 			NodeID: "a1a1a1a1000000000000000000000000",
 			Links: []node.LinkStatus{
@@ -174,6 +174,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_publication_connections", []string{"listen=203.0.113.7:443", "member=board"}, 2},
 		{"burrow_publication_accepted_total", []string{"listen=203.0.113.7:443", "member=board"}, 5},
 		{"burrow_publication_failed_total", []string{"listen=203.0.113.7:443", "member=board"}, 1},
+		{"burrow_publication_rejected_total", []string{"listen=203.0.113.7:443", "member=board"}, 3},
 		{"burrow_publication_bytes_total", []string{"direction=in", "listen=203.0.113.7:443", "member=board"}, 300},
 		{"burrow_publication_bytes_total", []string{"direction=out", "listen=203.0.113.7:443", "member=board"}, 7000},
 	} {

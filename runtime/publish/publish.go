@@ -41,6 +41,14 @@ const revokedExt = ".pubrev"
 // before its connection is closed.
 const dialTimeout = 5 * time.Second
 
+// MaxOpen bounds the connections one publication relays at once: anyone
+// can connect, and each open connection holds two buffers of copyBuffer
+// bytes, so a flood of connections costs the gateway at most 16 MiB per
+// publication. Connections beyond it are closed at once.
+const MaxOpen = 256
+
+const copyBuffer = 32 << 10
+
 // FromControl is the source of a publication handed over the control
 // socket rather than listed in the configuration.
 const FromControl = "control socket"
@@ -54,10 +62,12 @@ type Status struct {
 	Source   string    `json:"source"`  // a publish[i] file, or the control socket
 	NotAfter time.Time `json:"not_after"`
 	// Open connections now; Accepted since the listener opened; Failed:
-	// connections closed because the service did not answer.
+	// connections closed because the service did not answer; Rejected:
+	// connections closed at once because MaxOpen were open.
 	Open     int64 `json:"open"`
 	Accepted int64 `json:"accepted"`
 	Failed   int64 `json:"failed"`
+	Rejected int64 `json:"rejected"`
 	// BytesIn went from outside clients to the service, BytesOut back.
 	BytesIn  int64 `json:"bytes_in"`
 	BytesOut int64 `json:"bytes_out"`
@@ -368,12 +378,12 @@ type exposure struct {
 	conns  map[net.Conn]bool // both ends of every relayed connection
 	closed bool
 
-	accepted, failed, open, bytesIn, bytesOut atomic.Int64
+	accepted, failed, rejected, open, bytesIn, bytesOut atomic.Int64
 }
 
 func (e *exposure) status() Status {
 	return Status{Serial: e.pub.SerialString(), Member: e.pub.MemberName, Service: e.pub.Service.String(), Listen: e.pub.Listen.String(),
-		Source: e.source, NotAfter: e.pub.NotAfter, Open: e.open.Load(), Accepted: e.accepted.Load(), Failed: e.failed.Load(),
+		Source: e.source, NotAfter: e.pub.NotAfter, Open: e.open.Load(), Accepted: e.accepted.Load(), Failed: e.failed.Load(), Rejected: e.rejected.Load(),
 		BytesIn: e.bytesIn.Load(), BytesOut: e.bytesOut.Load()}
 }
 
@@ -420,20 +430,26 @@ func (e *exposure) serve() {
 			return
 		}
 		e.accepted.Add(1)
+		if e.open.Load() >= MaxOpen {
+			e.rejected.Add(1)
+			c.Close()
+			continue
+		}
+		e.open.Add(1)
 		go e.relay(c)
 	}
 }
 
 // relay connects client to the service and copies bytes both ways until
 // both sides are done or the exposure closes.
+// serve counted it open; it is no longer when relay returns.
 func (e *exposure) relay(client *net.TCPConn) {
+	defer e.open.Add(-1)
 	if !e.track(client) {
 		client.Close()
 		return
 	}
 	defer e.untrack(client)
-	e.open.Add(1)
-	defer e.open.Add(-1)
 	ctx, cancel := context.WithTimeout(e.ctx, dialTimeout)
 	var d net.Dialer
 	up, err := d.DialContext(ctx, "tcp", e.pub.Service.String())
@@ -462,7 +478,7 @@ func (e *exposure) relay(client *net.TCPConn) {
 // pipe copies src to dst until src ends, counting each read so that
 // status shows the bytes while a connection lasts, then passes the end on.
 func pipe(dst, src *net.TCPConn, count *atomic.Int64) {
-	buf := make([]byte, 64<<10)
+	buf := make([]byte, copyBuffer)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {

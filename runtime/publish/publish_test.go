@@ -305,3 +305,33 @@ func TestARevocationFileCopiedInTakesEffectAtTheNextScan(t *testing.T) {
 	waitClosed(t, c)
 	refused(t, listen)
 }
+
+// TestAPublicationRelaysAtMostMaxOpenConnections: the one beyond is
+// closed at once and counted; once one closes, the next is relayed.
+func TestAPublicationRelaysAtMostMaxOpenConnections(t *testing.T) {
+	f := newFixture(t)
+	g := f.gateway(t)
+	listen := freePort(t)
+	if _, err := g.Add(f.publication(t, listen, time.Hour).Marshal(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	conns := make([]net.Conn, MaxOpen)
+	for i := range conns {
+		conns[i] = echo(t, listen, "x")
+	}
+	extra, err := net.Dial("tcp", listen.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	waitClosed(t, extra)
+	if st := g.Status()[0]; st.Open != MaxOpen || st.Rejected != 1 {
+		t.Fatalf("with %d open and one more: %+v", MaxOpen, st)
+	}
+	conns[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Status()[0].Open == MaxOpen && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	echo(t, listen, "room again")
+}
