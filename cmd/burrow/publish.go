@@ -48,7 +48,7 @@ sign'), naming the member and port, the gateway and the address it listens
 on; the gateway exposes it once it is listed under publish: in its
 configuration (SIGHUP reads the list again) or handed to it with 'burrow
 publish add'. 'burrow publish revoke' closes the listener and every open
-connection of a publication within a second of reaching the gateway.
+connection of a publication as soon as the revocation reaches the gateway.
 'burrow status' on the gateway lists what it exposes.`,
 	}
 	cmd.AddCommand(newPublishSignCmd(), newPublishAddCmd(), newPublishRevokeCmd())
@@ -236,10 +236,9 @@ Hand it to the gateway: --push gives it to the node running on this machine
 (over --socket), e.g. when you run this on the gateway; or copy the file
 into the gateway's state directory, under revoked-publications/ (e.g.
 /var/lib/burrow/revoked-publications/), where it is picked up within 2
-seconds. The gateway closes
-the publication's listener and every connection it carries at once, keeps
-the revocation in its state directory and refuses the publication from then
-on, across restarts. Removing the file from the gateway's publish: list and
+seconds. The gateway closes the publication's listener and every connection
+it carries at once, keeps the revocation in its state directory and refuses
+the publication from then on, across restarts. Removing the file from the gateway's publish: list and
 sending SIGHUP also closes it, but only a revocation stops it coming back.`,
 		Example: `  burrow publish revoke --ca ./burrow-ca 3f1c0e5e4b2a49d7a1c2b3d4e5f60718 --push
   burrow publish revoke --ca ./burrow-ca board-https.pub --out board-https.pubrev`,
