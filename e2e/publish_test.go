@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	crand "crypto/rand"
@@ -169,6 +170,15 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 		t.Fatalf("after burrow publish add: %v", err)
 	}
 	conn = openTLS(t, outside, public, serviceCA)
+	// Byte for byte: the certificate the client got is the very one the
+	// board's server holds, not one the gateway made.
+	served, err := os.ReadFile(filepath.Join(dir, "service.crt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if block, _ := pem.Decode(served); block == nil || !bytes.Equal(conn.ConnectionState().PeerCertificates[0].Raw, block.Bytes) {
+		t.Error("the client did not get the service's own certificate through the gateway")
+	}
 	if err := cluster.WaitFor(ctxFor(t, 5*time.Second), "the open connection in status", func() bool { return publication(t, gw).Open == 1 }); err != nil {
 		t.Error(err)
 	}
