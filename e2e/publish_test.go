@@ -299,6 +299,29 @@ func badPublications(t *testing.T, nw *cluster.Network, gw, board *cluster.Node,
 	}
 }
 
+// publicationFile signs a publication of member's port 22 on the node
+// whose state directory is gatewayDir, listening on listen, and returns
+// its file.
+func publicationFile(t *testing.T, nw *cluster.Network, member *cluster.Node, gatewayDir string, listen netip.AddrPort) string {
+	t.Helper()
+	key, err := identity.LoadNodeKey(filepath.Join(gatewayDir, identity.NodeKeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := identity.SignPublication(nw.CA, identity.Publication{
+		Member: member.ID, MemberName: member.Name, Service: netip.AddrPortFrom(member.Address.Addr(), 22),
+		Gateway: key.ID(), GatewayName: filepath.Base(gatewayDir), Listen: listen,
+	}, time.Now(), time.Hour, crand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "member.pub")
+	if err := identity.SavePublication(path, p); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // lineWith is the line of text that starts with prefix, "" without one.
 func lineWith(text, prefix string) string {
 	for line := range strings.Lines(text) {

@@ -214,7 +214,7 @@ func (t *Trust) VerifyPublication(p *Publication, gateway nid.ID, now time.Time)
 		return fmt.Errorf("%w: %s is for network %q, not %q", ErrWrongNetwork, what, p.Network, ca.Network)
 	}
 	if p.Gateway != gateway {
-		return fmt.Errorf("%w: %s is to be exposed by %s (%s), and this node is %s", ErrNotThisGateway, what, p.GatewayName, p.Gateway.Short(), gateway.Short())
+		return fmt.Errorf("%w: %s is to be exposed by gateway %q (%s), and this node is %s", ErrNotThisGateway, what, p.GatewayName, p.Gateway.Short(), gateway.Short())
 	}
 	if !now.Before(p.NotAfter) {
 		return fmt.Errorf("%w: %s expired at %s", ErrPublicationExpired, what, p.NotAfter.Format(time.RFC3339))
