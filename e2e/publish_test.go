@@ -37,6 +37,9 @@ const (
 	// cutWithin is how soon a revocation or a withdrawal must close the
 	// listener and every connection it carries.
 	cutWithin = 3 * time.Second
+	// scanPeriod is how often a gateway looks for revocation files copied
+	// into its state directory.
+	scanPeriod = 2 * time.Second
 )
 
 // TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked: an HTTPS
@@ -48,7 +51,9 @@ const (
 // the publication from the gateway's configuration (SIGHUP) and revoking it
 // (burrow publish revoke --push) each close the listener and every open
 // connection within cutWithin; the revoked publication is refused after,
-// as are publications for another gateway or of another CA.
+// as are bad publications (see badPublications). The beacon, a member
+// too, publishes the service as well, until a revocation file copied into
+// its state directory closes it within a scan period and cutWithin.
 func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	for _, tool := range []string{"openssl", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -95,24 +100,26 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	}
 
 	public := netip.AddrPortFrom(gwHost.Addr, publicPort)
-	// curl fetches the service from outside, trusting only caFile.
-	curlWith := func(caFile string) (string, error) {
+	// fetch gets the service from outside through via's port, trusting
+	// only caFile.
+	fetch := func(via netip.AddrPort, caFile string) (string, error) {
 		out, err := outside.Run(ctxFor(t, 15*time.Second), "curl", "-sS", "--max-time", "10", "--cacert", caFile,
-			"--resolve", fmt.Sprintf("%s:%d:%s", serviceName, publicPort, gwHost.Addr), fmt.Sprintf("https://%s:%d/", serviceName, publicPort))
+			"--resolve", fmt.Sprintf("%s:%d:%s", serviceName, via.Port(), via.Addr()), fmt.Sprintf("https://%s:%d/", serviceName, via.Port()))
 		return string(out), err
 	}
+	curlWith := func(caFile string) (string, error) { return fetch(public, caFile) }
 	curl := func() (string, error) { return curlWith(serviceCA) }
-	refused := func(port uint16) error {
-		out, err := outside.Run(ctxFor(t, 15*time.Second), "curl", "-sS", "--max-time", "5", "--cacert", serviceCA,
-			"--resolve", fmt.Sprintf("%s:%d:%s", serviceName, port, gwHost.Addr), fmt.Sprintf("https://%s:%d/", serviceName, port))
+	refusedAt := func(via netip.AddrPort) error {
+		out, err := fetch(via, serviceCA)
 		if err == nil {
-			return fmt.Errorf("port %d answered: %.200s", port, out)
+			return fmt.Errorf("%s answered: %.200s", via, out)
 		}
-		if !strings.Contains(string(out), "Connection refused") && !strings.Contains(string(out), "Couldn't connect") {
-			return fmt.Errorf("port %d: curl failed, but not with a refused connection: %s", port, out)
+		if !strings.Contains(out, "Connection refused") && !strings.Contains(out, "Couldn't connect") {
+			return fmt.Errorf("%s: curl failed, but not with a refused connection: %s", via, out)
 		}
 		return nil
 	}
+	refused := func(port uint16) error { return refusedAt(netip.AddrPortFrom(gwHost.Addr, port)) }
 	if err := refused(publicPort); err != nil {
 		t.Fatalf("before any publication: %v", err)
 	}
@@ -220,6 +227,31 @@ func TestAPublishedHTTPSServiceIsReachedFromOutsideUntilRevoked(t *testing.T) {
 	if err := refused(publicPort); err != nil {
 		t.Errorf("after the bad publications: %v", err)
 	}
+
+	// A beacon that is a member is a gateway too; a revocation file
+	// copied into its state directory closes the publication at its next
+	// scan, every 2 seconds.
+	beacon := n.beacon
+	onBeacon := netip.AddrPortFrom(beacon.Host.Addr, publicPort)
+	beaconPub := filepath.Join(dir, "board-on-beacon.pub")
+	burrow(t, "publish", "sign", "--ca", caDir, "--service", fmt.Sprintf("%s:%d", board.Config.Cert, servicePort),
+		"--on", beacon.Config.Cert, "--listen", onBeacon.String(), "--out", beaconPub)
+	burrow(t, "publish", "add", beaconPub, "--socket", beacon.Config.ControlSocket)
+	if body, err := fetch(onBeacon, serviceCA); err != nil || !strings.Contains(body, "s_server") {
+		t.Fatalf("fetching the service through the beacon: %v: %.300s", err, body)
+	}
+	conn = openTLS(t, outside, onBeacon, serviceCA)
+	revokedDir := filepath.Join(beacon.Dir, publish.RevokedDir)
+	if err := os.MkdirAll(revokedDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	start = time.Now()
+	burrow(t, "publish", "revoke", "--ca", caDir, beaconPub, "--out", filepath.Join(revokedDir, "board-on-beacon.pubrev"))
+	cut = waitCutWithin(t, conn, start, scanPeriod+cutWithin)
+	if err := waitRefusedWithin(t, func(uint16) error { return refusedAt(onBeacon) }, start, scanPeriod+cutWithin); err != nil {
+		t.Fatalf("after the revocation file was copied in: %v", err)
+	}
+	t.Logf("revoked by a file in the beacon's %s: open connection cut %v after the file was written", publish.RevokedDir, cut.Round(time.Millisecond))
 	if p := gw.Process; p == nil || p.Exited() {
 		t.Error("the gateway stopped")
 	}
@@ -375,12 +407,18 @@ func waitPublished(t *testing.T, gw *cluster.Node, want int) {
 // failing after cutWithin since start.
 func waitRefused(t *testing.T, check func(uint16) error, start time.Time) error {
 	t.Helper()
+	return waitRefusedWithin(t, check, start, cutWithin)
+}
+
+// waitRefusedWithin is waitRefused failing after limit.
+func waitRefusedWithin(t *testing.T, check func(uint16) error, start time.Time, limit time.Duration) error {
+	t.Helper()
 	for {
 		err := check(publicPort)
 		if err == nil {
 			return nil
 		}
-		if time.Since(start) > cutWithin {
+		if time.Since(start) > limit {
 			return fmt.Errorf("still not refused %v after it was cut: %w", time.Since(start).Round(time.Millisecond), err)
 		}
 		time.Sleep(50 * time.Millisecond)
@@ -412,7 +450,13 @@ func openTLS(t *testing.T, host *netlab.Host, addr netip.AddrPort, caFile string
 // after start that was; it fails the test after cutWithin.
 func waitCut(t *testing.T, conn *tls.Conn, start time.Time) time.Duration {
 	t.Helper()
-	conn.SetReadDeadline(start.Add(cutWithin))
+	return waitCutWithin(t, conn, start, cutWithin)
+}
+
+// waitCutWithin is waitCut failing after limit.
+func waitCutWithin(t *testing.T, conn *tls.Conn, start time.Time, limit time.Duration) time.Duration {
+	t.Helper()
+	conn.SetReadDeadline(start.Add(limit))
 	_, err := conn.Read(make([]byte, 1))
 	took := time.Since(start)
 	var timeout net.Error
