@@ -52,6 +52,10 @@ type Config struct {
 	// KernelPath carries frames to peers in trusted underlays in the
 	// kernel, unencrypted; off by default.
 	KernelPath KernelPath `yaml:"kernel_path,omitempty"`
+	// Publish lists publication files (`burrow publish sign`): services of
+	// members this node, as their gateway, exposes to non-members. Empty:
+	// nothing is exposed.
+	Publish []string `yaml:"publish,omitempty"`
 	// ControlSocket is where `burrow status` reaches the daemon.
 	ControlSocket string    `yaml:"control_socket"`
 	Metrics       Metrics   `yaml:"metrics"`

@@ -93,6 +93,9 @@ func (c *Config) validate() error {
 	if err := c.validateFirewall(); err != nil {
 		return err
 	}
+	if err := c.validatePublish(); err != nil {
+		return err
+	}
 	if c.Relay.MaxRate < 0 {
 		return fieldErr("relay.max_rate", "must not be negative (use relay.enabled: false to stop relaying)")
 	}
@@ -399,6 +402,26 @@ func (c *Config) validateKernelPath() error {
 	if c.TAP.MTU != 0 && c.TAP.MTU+KernelPathOverhead > c.UnderlayMTU {
 		return fieldErr("kernel_path.enabled", "tap.mtu %d plus the kernel path's %d bytes exceeds underlay_mtu %d: lower tap.mtu, or leave it 0 to derive it",
 			c.TAP.MTU, KernelPathOverhead, c.UnderlayMTU)
+	}
+	return nil
+}
+
+// validatePublish checks the publication files' names; their contents are
+// checked, against the CA and this node's key, when the daemon loads them.
+func (c *Config) validatePublish() error {
+	seen := map[string]int{}
+	for i, path := range c.Publish {
+		field := fmt.Sprintf("publish[%d]", i)
+		if strings.TrimSpace(path) == "" {
+			return fieldErr(field, "is empty: give the path of a publication file made by `burrow publish sign`")
+		}
+		if j, dup := seen[path]; dup {
+			return fieldErr(field, "%s is also publish[%d]; list each publication once", path, j)
+		}
+		if c.TAP.Enabled != nil && !*c.TAP.Enabled {
+			return fieldErr(field, "a gateway reaches the published service through its TAP, and tap.enabled is false")
+		}
+		seen[path] = i
 	}
 	return nil
 }

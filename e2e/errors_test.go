@@ -118,6 +118,20 @@ func TestStartupErrorsAreClearAndLeaveNothing(t *testing.T) {
 			os.Chmod(own, 0o700)
 			return []string{"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"}
 		}, []string{"root or CAP_NET_ADMIN"}},
+		{"publication for another gateway", func(t *testing.T, dir string, cfg map[string]any) []string {
+			cfg["publish"] = []string{publicationFile(t, nw, good, good.Dir, netip.AddrPortFrom(host.Addr, 8443))}
+			return nil
+		}, []string{"publish[0]", "to be exposed by gateway"}},
+		{"publication on a taken address", func(t *testing.T, dir string, cfg map[string]any) []string {
+			listen := netip.AddrPortFrom(host.Addr, 8443)
+			taken, err := inside(host, func() (net.Listener, error) { return net.Listen("tcp", listen.String()) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { taken.Close() })
+			cfg["publish"] = []string{publicationFile(t, nw, good, dir, listen)}
+			return nil
+		}, []string{"publish[0]", "address already in use"}},
 		{"kernel path trusting the internet", func(t *testing.T, dir string, cfg map[string]any) []string {
 			// The lab's internet, 198.18.0.0/16, is not a private network.
 			cfg["kernel_path"] = map[string]any{"enabled": true, "trusted": []string{netlab.InternetRange.String()}}

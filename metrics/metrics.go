@@ -96,6 +96,11 @@ var (
 	ndAnswered     = counterOf("nd_answered_total", "IPv6 neighbour solicitations answered locally from the DHT, each a multicast saved.")
 	stunDesc       = counterOf("stun_requests_total", "STUN binding requests sent to discover this node's public address, and those answered.", "event")
 	punchDesc      = counterOf("punch_probes_total", "Hole-punching probes sent to peers behind address-dependent NATs.")
+	pubConns       = gaugeOf("publication_connections", "Open connections of each publication this node exposes as a gateway.", "listen", "member")
+	pubAccepted    = counterOf("publication_accepted_total", "Connections a publication's listener accepted from outside.", "listen", "member")
+	pubFailed      = counterOf("publication_failed_total", "Accepted connections closed because the member's service did not answer.", "listen", "member")
+	pubRejected    = counterOf("publication_rejected_total", "Accepted connections closed at once because the publication relayed as many as it may.", "listen", "member")
+	pubBytes       = counterOf("publication_bytes_total", "Bytes relayed for a publication: in, from outside clients to the member's service; out, back.", "direction", "listen", "member")
 	goroutines     = metric{"go_goroutines", "Number of goroutines that currently exist.", "gauge", nil}
 	residentBytes  = metric{"process_resident_memory_bytes", "Resident memory size in bytes.", "gauge", nil}
 )
@@ -214,6 +219,14 @@ func (c *Collector) collect() *scrape {
 	s.addEach(stunDesc, count{"sent", st.Reach.STUNSent}, count{"answered", st.Reach.STUNGot})
 	s.add(punchDesc, float64(st.Reach.Punched))
 	collectServices(s, st.Services)
+	for _, p := range st.Publications {
+		s.add(pubConns, float64(p.Open), p.Listen, p.Member)
+		s.add(pubAccepted, float64(p.Accepted), p.Listen, p.Member)
+		s.add(pubFailed, float64(p.Failed), p.Listen, p.Member)
+		s.add(pubRejected, float64(p.Rejected), p.Listen, p.Member)
+		s.add(pubBytes, float64(p.BytesIn), "in", p.Listen, p.Member)
+		s.add(pubBytes, float64(p.BytesOut), "out", p.Listen, p.Member)
+	}
 	return s
 }
 

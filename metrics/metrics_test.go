@@ -20,6 +20,7 @@ import (
 	"burrow/ipam"
 	"burrow/node"
 	"burrow/runtime"
+	"burrow/runtime/publish"
 	"burrow/vdns"
 )
 
@@ -31,8 +32,9 @@ const (
 func sampleStatus() runtime.Status {
 	return runtime.Status{
 		Name: "alpha", Network: "home",
-		Queues:      runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
-		Certificate: runtime.CertificateStatus{NotAfter: time.Unix(1800000000, 0)},
+		Queues:       runtime.QueueStatus{TAPDropped: 40, ReceiveDropped: 3},
+		Certificate:  runtime.CertificateStatus{NotAfter: time.Unix(1800000000, 0)},
+		Publications: []publish.Status{{Member: "board", Listen: "203.0.113.7:443", Open: 2, Accepted: 5, Failed: 1, Rejected: 3, BytesIn: 300, BytesOut: 7000}},
 		Status: node.Status{
 			NodeID: "a1a1a1a1000000000000000000000000",
 			Links: []node.LinkStatus{
@@ -169,6 +171,12 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_dns_queries_total", []string{"result=nxdomain"}, 2},
 		{"burrow_arp_answered_total", nil, 11},
 		{"burrow_nd_answered_total", nil, 4},
+		{"burrow_publication_connections", []string{"listen=203.0.113.7:443", "member=board"}, 2},
+		{"burrow_publication_accepted_total", []string{"listen=203.0.113.7:443", "member=board"}, 5},
+		{"burrow_publication_failed_total", []string{"listen=203.0.113.7:443", "member=board"}, 1},
+		{"burrow_publication_rejected_total", []string{"listen=203.0.113.7:443", "member=board"}, 3},
+		{"burrow_publication_bytes_total", []string{"direction=in", "listen=203.0.113.7:443", "member=board"}, 300},
+		{"burrow_publication_bytes_total", []string{"direction=out", "listen=203.0.113.7:443", "member=board"}, 7000},
 	} {
 		got, ok := value(fams, tc.name, tc.labels...)
 		if !ok || got != tc.want {

@@ -13,6 +13,7 @@ import (
 	"burrow/dht"
 	"burrow/nid"
 	"burrow/node"
+	"burrow/runtime/publish"
 )
 
 // Status is what `burrow status` shows: the core's view plus the local
@@ -31,6 +32,9 @@ type Status struct {
 	// Resolver is where the virtual DNS answers, when it is on: what
 	// containers and DHCP clients are told to use.
 	Resolver *ResolverStatus `json:"resolver,omitempty"`
+	// Publications are the members' services this node exposes to
+	// non-members, as their gateway.
+	Publications []publish.Status `json:"publications,omitempty"`
 	node.Status
 }
 
@@ -93,6 +97,7 @@ func (d *Daemon) Status() (Status, error) {
 				st.Services.Subnets[i].Bridge = d.cfg.Services.Subnets.Bridge
 			}
 		}
+		st.Publications = d.gateway.Status()
 		if dns := d.cfg.Services.DNS; dns.Enabled {
 			st.Resolver = &ResolverStatus{Address: dns.Addr.String(), Domain: dns.Domain}
 		}
@@ -124,6 +129,10 @@ type Request struct {
 	Setting *SettingChange `json:"setting,omitempty"`
 	// Ping is the member to ping once (command "ping").
 	Ping *PingRequest `json:"ping,omitempty"`
+	// Publication is the publication to expose (command "publish-add")
+	// or the revocation of one (command "publish-revoke"), in its binary
+	// encoding.
+	Publication []byte `json:"publication,omitempty"`
 }
 
 // SettingChange changes one network-wide setting.
@@ -167,6 +176,10 @@ type Response struct {
 	Settings *node.NetworkSettings `json:"settings,omitempty"`
 	// Ping answers "ping".
 	Ping *PingAnswer `json:"ping,omitempty"`
+	// Published answers "publish-add" and "publish-revoke": the
+	// publication as exposed, or as it was when its revocation closed it
+	// (none when it was not exposed here).
+	Published *publish.Status `json:"published,omitempty"`
 }
 
 // DHT runs one operation on the DHT in this node's name and waits for the
@@ -317,6 +330,15 @@ func (s *controlServer) handle(c net.Conn) {
 			if err := s.d.syncContainerNames(); err != nil {
 				resp.Error = err.Error()
 			}
+		case "publish-add":
+			st, err := s.d.Publish(req.Publication)
+			reply(&resp, &resp.Published, st, err)
+		case "publish-revoke":
+			st, err := s.d.Unpublish(req.Publication)
+			if err != nil {
+				resp.Error = err.Error()
+			}
+			resp.Published = st
 		case "revoke":
 			revoked, fresh, err := s.d.Revoke(req.Revocation)
 			if err != nil {

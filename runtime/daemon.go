@@ -26,6 +26,7 @@ import (
 	"burrow/runtime/codel"
 	"burrow/runtime/fq"
 	"burrow/runtime/pinned"
+	"burrow/runtime/publish"
 	"burrow/runtime/tap"
 	"burrow/runtime/udpio"
 	"burrow/wire"
@@ -68,6 +69,8 @@ type Daemon struct {
 	// real-time priority.
 	pinWarning  sync.Once
 	revocations *revocations
+	// gateway exposes the services of members this node publishes.
+	gateway *publish.Gateway
 	// receiveAQM is the socket reader's CoDel, read by Status.
 	receiveAQM *codel.CoDel
 	// stop ends the waits of the data path's pinned loops.
@@ -155,6 +158,10 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 				return nil, err
 			}
 		}
+	}
+	d.gateway = publish.New(trust, key.ID(), cfg.StateDir, d.insideNetwork, log)
+	if err := d.ReloadPublications(cfg); err != nil {
+		return nil, err
 	}
 	if d.control, err = listenControl(cfg.ControlSocket, d); err != nil {
 		return nil, err
@@ -394,6 +401,9 @@ func (d *Daemon) closeIO() {
 		d.stop.Stop() // before the descriptors the data path waits for close
 	}
 	d.stopKernelPath()
+	if d.gateway != nil {
+		d.gateway.Close()
+	}
 	if d.control != nil {
 		d.control.close()
 	}
@@ -450,6 +460,7 @@ func (d *Daemon) runCore(ctx context.Context) {
 				d.log.Error("revocation refused", "err", err)
 			}
 		}
+		d.gateway.ScanRevoked()
 	})
 	d.log.Info("shutting down: telling the neighbours")
 	d.node.Leave(time.Now())

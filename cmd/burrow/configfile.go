@@ -433,6 +433,14 @@ kernel_path:
 #       icmp_type: 8
 #       host: any
 
+# Services of other members this node exposes to non-members, as their
+# gateway, each by a publication file the CA signed ('burrow publish sign').
+# Anyone reaching the listen address a publication names is relayed, byte
+# for byte, to the member's service. Nothing by default; 'kill -HUP' reads
+# the list again, closing what is no longer listed.
+# publish:
+#   - /etc/burrow/board-https.pub
+
 # Where 'burrow status' and 'burrow peers' reach this node.
 control_socket: {{q .ControlSocket}}
 

@@ -118,21 +118,32 @@ func revocationTarget(caDir, arg string) (nid.ID, string, error) {
 	if id, err := nid.Parse(arg); err == nil {
 		return id, "", nil
 	}
+	c, err := issuedCertificate(caDir, arg, ", no node ID (32 hex digits)")
+	if err != nil {
+		return nid.ID{}, "", err
+	}
+	return c.ID(), c.Name, nil
+}
+
+// issuedCertificate finds the certificate arg names: the CA's copy of the
+// certificate of a node it signed under that name, or a certificate file.
+// orElse says what else arg could have been, for the error (", no ...").
+func issuedCertificate(caDir, arg, orElse string) (*identity.Certificate, error) {
 	if identity.CheckNodeName(arg) == nil {
 		path := filepath.Join(caDir, issuedDir, arg+".crt")
 		if c, err := identity.LoadCertificate(path); err == nil {
-			return c.ID(), c.Name, nil
+			return c, nil
 		} else if !errors.Is(err, fs.ErrNotExist) {
-			return nid.ID{}, "", fmt.Errorf("the CA's copy of %q's certificate: %v", arg, err)
+			return nil, fmt.Errorf("the CA's copy of %q's certificate: %v", arg, err)
 		}
 	}
 	c, err := identity.LoadCertificate(arg)
 	if err == nil {
-		return c.ID(), c.Name, nil
+		return c, nil
 	}
 	if errors.Is(err, fs.ErrNotExist) {
-		return nid.ID{}, "", fmt.Errorf("%q is no node the CA in %s signed (no %s), no node ID (32 hex digits) and no certificate file",
-			arg, caDir, filepath.Join(caDir, issuedDir, arg+".crt"))
+		return nil, fmt.Errorf("%q is no node the CA in %s signed (no %s)%s and no certificate file",
+			arg, caDir, filepath.Join(caDir, issuedDir, arg+".crt"), orElse)
 	}
-	return nid.ID{}, "", fmt.Errorf("%s: %v", arg, err)
+	return nil, fmt.Errorf("%s: %v", arg, err)
 }

@@ -66,6 +66,11 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	if g := st.Groups; len(g.Reported) > 0 {
 		fmt.Fprintf(w, "multicast %d groups with listeners, %d here; kept %d group frames from the TAP\n", len(g.Reported), len(g.Local), g.Pruned)
 	}
+	for _, p := range st.Publications {
+		fmt.Fprintf(w, "publish   %s -> %s's %s (serial %.8s, %s, until %s): %d open, %d accepted, %d failed, %d rejected; %s in, %s out\n",
+			p.Listen, p.Member, p.Service, p.Serial, p.Source, p.NotAfter.Format(time.DateOnly), p.Open, p.Accepted, p.Failed, p.Rejected,
+			bytesHuman(uint64(p.BytesIn)), bytesHuman(uint64(p.BytesOut)))
+	}
 	if ov := st.Overlay; ov.Enabled {
 		kinds := map[string]int{}
 		for _, l := range ov.Links {

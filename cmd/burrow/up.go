@@ -22,7 +22,8 @@ func init() {
 The node opens its UDP socket and TAP device, links to the configured peers
 and switches frames. On shutdown it removes the TAP device together with its
 addresses and the control socket. SIGHUP reads the configuration file again
-and puts its firewall section in force, keeping every link; other changes
+and puts its firewall and publish sections in force, keeping every link
+(a publication no longer listed closes with its connections); other changes
 need a restart. Needs root (or CAP_NET_ADMIN).`,
 		Example: `  burrow up -c /etc/burrow/burrow.yaml`,
 		Args:    cobra.NoArgs,
@@ -64,7 +65,7 @@ func runDaemon(cfg *config.Config) error {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				reloadFirewall(d, cfg.Path, log)
+				reload(d, cfg.Path, log)
 				continue
 			}
 			log.Info("signal received", "signal", sig.String())
@@ -75,15 +76,20 @@ func runDaemon(cfg *config.Config) error {
 	}
 }
 
-// reloadFirewall reads the configuration file again and puts its firewall
-// section in force; a file that does not load changes nothing.
-func reloadFirewall(d *runtime.Daemon, path string, log *slog.Logger) {
+// reload reads the configuration file again and puts its firewall and
+// publish sections in force, each whole or not at all; a file that does
+// not load changes nothing.
+func reload(d *runtime.Daemon, path string, log *slog.Logger) {
 	cfg, err := config.Load(path)
-	if err == nil {
-		err = d.ReloadFirewall(cfg)
-	}
 	if err != nil {
+		log.Error("SIGHUP: nothing changed", "config", path, "err", err)
+		return
+	}
+	if err := d.ReloadFirewall(cfg); err != nil {
 		log.Error("SIGHUP: the firewall is unchanged", "config", path, "err", err)
+	}
+	if err := d.ReloadPublications(cfg); err != nil {
+		log.Error("SIGHUP: the publications are unchanged", "config", path, "err", err)
 	}
 }
 
