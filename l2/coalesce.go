@@ -285,7 +285,7 @@ func (c *Coalescer) finish(pp *pendingPacket) []byte {
 	}
 	frame := pkt[VirtioNetHdrLen:]
 	p := pp.l4Packet
-	p.setIPLength(frame, pp.ipLen, p.ipv4ID(frame))
+	p.setIPLength(frame, pp.ipLen, p.ipv4ID(frame), p.ipv4FixedSum(frame))
 	if pp.push {
 		frame[p.l4Off+13] |= tcpPSH
 	}

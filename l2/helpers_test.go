@@ -1,6 +1,7 @@
 package l2
 
 import (
+	"bytes"
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
@@ -391,18 +392,39 @@ func segmentsOf(s packetSpec, payloadLen, mss int) [][]byte {
 	for i := range s.payload {
 		s.payload[i] = byte(i*7 + int(s.srcPort))
 	}
-	frame := s.build()
-	out := make([][]byte, (payloadLen+mss-1)/mss)
-	sizes := make([]int, len(out))
-	for i := range out {
-		out[i] = make([]byte, len(frame))
-	}
-	n, _, err := Segment(frame, s.gsoHeader(mss, false), out, 0, sizes)
+	segments, _, err := segmentAll(s.build(), s.gsoHeader(mss, false))
 	if err != nil {
 		panic(err)
 	}
-	for i := range n {
-		out[i] = out[i][:sizes[i]]
+	return segments
+}
+
+// segmentAll cuts frame into its segments with a Segmenter, which builds
+// them in frame, and returns copies. After each segment it overwrites
+// everything of the frame up to that segment's end, as a caller that has
+// sent it may: the segments after must not depend on those bytes.
+func segmentAll(frame []byte, hdr VirtioNetHdr) ([][]byte, Offload, error) {
+	var s Segmenter
+	n, off, err := s.Start(frame, hdr)
+	if err != nil {
+		return nil, off, err
 	}
-	return out[:n]
+	segments := make([][]byte, 0, n)
+	for i := 0; ; i++ {
+		start, end, ok := s.Next()
+		if !ok {
+			break
+		}
+		if start != i*int(hdr.GSOSize) {
+			return nil, off, fmt.Errorf("segment %d starts at %d, not at %d × the GSO size", i, start, i)
+		}
+		segments = append(segments, bytes.Clone(frame[start:end]))
+		for j := range frame[:end] {
+			frame[j] = 0xa5
+		}
+	}
+	if len(segments) != n {
+		return nil, off, fmt.Errorf("%d segments built, Start said %d", len(segments), n)
+	}
+	return segments, off, nil
 }

@@ -6,33 +6,45 @@ import (
 )
 
 var (
-	errHeadroom        = errors.New("l2: negative headroom")
-	errGSOType         = errors.New("l2: unsupported GSO type")
-	errGSOMismatch     = errors.New("l2: GSO type does not match the packet")
-	errGSOSize         = errors.New("l2: GSO size is zero")
-	errGSOChecksum     = errors.New("l2: checksum offload does not point at the L4 checksum")
-	errTooManySegments = errors.New("l2: more segments than output buffers")
-	errOutputTooSmall  = errors.New("l2: output buffer too small for a segment")
+	errGSOType     = errors.New("l2: unsupported GSO type")
+	errGSOMismatch = errors.New("l2: GSO type does not match the packet")
+	errGSOSize     = errors.New("l2: GSO size is zero")
+	errGSOChecksum = errors.New("l2: checksum offload does not point at the L4 checksum")
 )
 
-// Segment splits the GSO super-frame described by hdr into frames carrying at
-// most hdr.GSOSize bytes of L4 payload each, the way a NIC doing TSO/USO
-// would. Segment i is written to out[i][headroom:headroom+sizes[i]]; the
-// headroom is left for tunnel headers. Every segment leaves with a partial
-// checksum (the pseudo-header sum for its own length), described by off.
+// maxSegmentHeaders is the most that can precede a segment's payload: a
+// VLAN-tagged Ethernet header, IPv4 with the most options (longer than the
+// fixed IPv6 header) and TCP with the most options.
+const maxSegmentHeaders = EthernetTaggedHeaderLen + 60 + 60
+
+// Segmenter splits a GSO super-frame into frames carrying at most
+// GSOSize bytes of L4 payload each, the way a NIC doing TSO/USO would, and
+// builds each one in place in the super-frame: segment i's headers are
+// written right in front of its payload, over the end of segment i-1's,
+// so a segment's payload is never copied. Every segment leaves with a
+// partial checksum (the pseudo-header sum for its own length), described
+// by the Offload Start returns.
 //
-// hdr is checked against the packet, and its HdrLen hint is ignored. TCPv4,
-// TCPv6 and UDP L4 over IPv4 or IPv6 are supported; IP and TCP options are
-// copied to every segment; IPv6 extension headers are refused. A GSO_NONE
-// frame is copied unchanged into out[0] with its own checksum metadata. The
-// output buffers must not overlap frame.
-func Segment(frame []byte, hdr VirtioNetHdr, out [][]byte, headroom int, sizes []int) (n int, off Offload, err error) {
-	if headroom < 0 {
-		return 0, off, errHeadroom
-	}
-	if hdr.GSOType == VirtioNetHdrGSONone {
-		return copyWhole(frame, offloadOf(hdr), out, headroom, sizes)
-	}
+// The header is checked against the packet, and its HdrLen hint is
+// ignored. TCPv4, TCPv6 and UDP L4 over IPv4 or IPv6 are supported; IP
+// and TCP options are copied to every segment; IPv6 extension headers are
+// refused.
+type Segmenter struct {
+	frame    []byte
+	p        l4Packet
+	headers  [maxSegmentHeaders]byte // the super-frame's own, kept from segment 0
+	size     int                     // payload bytes per segment
+	n, next  int
+	addrSum  uint16 // of the IP addresses, for the partial checksums
+	ipSum    uint16 // of the IPv4 header fields the segments share
+	firstID  uint16
+	firstSeq uint32
+}
+
+// Start checks frame against hdr and readies its segments, returning how
+// many there are and their checksum offload. It changes nothing in frame;
+// Next does.
+func (s *Segmenter) Start(frame []byte, hdr VirtioNetHdr) (n int, off Offload, err error) {
 	p, err := parseL4(frame)
 	if err != nil {
 		return 0, off, err
@@ -40,43 +52,43 @@ func Segment(frame []byte, hdr VirtioNetHdr, out [][]byte, headroom int, sizes [
 	if err := checkGSOHeader(hdr, p); err != nil {
 		return 0, off, err
 	}
-	segmentSize := int(hdr.GSOSize)
-	payload := frame[p.payloadOff:p.end]
-	n = max(1, (len(payload)+segmentSize-1)/segmentSize)
-	if n > len(out) || n > len(sizes) {
-		return 0, off, errTooManySegments
-	}
-
-	headers := frame[:p.payloadOff]
-	addrSum := OnesComplementSum(p.addrs(frame), 0)
-	firstID := p.ipv4ID(frame)
-	var firstSeq uint32
+	*s = Segmenter{frame: frame, p: p, size: int(hdr.GSOSize),
+		addrSum: OnesComplementSum(p.addrs(frame), 0), ipSum: p.ipv4FixedSum(frame), firstID: p.ipv4ID(frame)}
+	copy(s.headers[:], frame[:p.payloadOff])
 	if p.proto == ipProtoTCP {
-		firstSeq = binary.BigEndian.Uint32(frame[p.l4Off+4:])
+		s.firstSeq = binary.BigEndian.Uint32(frame[p.l4Off+4:])
 	}
-	for i := range n {
-		start := i * segmentSize
-		chunk := payload[start:min(start+segmentSize, len(payload))]
-		size := len(headers) + len(chunk)
-		if len(out[i]) < headroom || len(out[i])-headroom < size {
-			return 0, off, errOutputTooSmall
-		}
-		seg := out[i][headroom : headroom+size]
-		copy(seg, headers)
-		copy(seg[len(headers):], chunk)
+	s.n = max(1, (p.end-p.payloadOff+s.size-1)/s.size)
+	return s.n, p.offload(), nil
+}
 
-		p.setIPLength(seg, size-p.ipOff, firstID+uint16(i))
-		l4Len := size - p.l4Off
-		if p.proto == ipProtoTCP {
-			binary.BigEndian.PutUint32(seg[p.l4Off+4:], firstSeq+uint32(start))
-			seg[p.l4Off+13] &^= tcpFlagsClearedOnSegment(i, n)
-		} else {
-			binary.BigEndian.PutUint16(seg[p.l4Off+4:], uint16(l4Len))
-		}
-		p.setPartialChecksum(seg, addrSum, l4Len)
-		sizes[i] = size
+// Next builds the next segment in the super-frame and returns where it
+// lies: frame[start:end]. Every byte of the frame in front of start is
+// free for the caller to write (segment i starts at i × GSOSize), and Next
+// overwrites the end of the segment before: use each segment up before
+// asking for the next. It returns false once every segment was built.
+func (s *Segmenter) Next() (start, end int, ok bool) {
+	if s.next == s.n {
+		return 0, 0, false
 	}
-	return n, p.offload(), nil
+	i := s.next
+	s.next++
+	p := s.p
+	payloadStart := p.payloadOff + i*s.size
+	end = min(payloadStart+s.size, p.end)
+	start = payloadStart - p.payloadOff
+	seg := s.frame[start:end]
+	copy(seg, s.headers[:p.payloadOff])
+	p.setIPLength(seg, len(seg)-p.ipOff, s.firstID+uint16(i), s.ipSum)
+	l4Len := len(seg) - p.l4Off
+	if p.proto == ipProtoTCP {
+		binary.BigEndian.PutUint32(seg[p.l4Off+4:], s.firstSeq+uint32(i*s.size))
+		seg[p.l4Off+13] &^= tcpFlagsClearedOnSegment(i, s.n)
+	} else {
+		binary.BigEndian.PutUint16(seg[p.l4Off+4:], uint16(l4Len))
+	}
+	p.setPartialChecksum(seg, s.addrSum, l4Len)
+	return start, end, true
 }
 
 // tcpFlagsClearedOnSegment: FIN and PSH belong to the last segment only, CWR
@@ -120,18 +132,4 @@ func checkGSOHeader(hdr VirtioNetHdr, p l4Packet) error {
 		return errGSOChecksum
 	}
 	return nil
-}
-
-func copyWhole(frame []byte, off Offload, out [][]byte, headroom int, sizes []int) (int, Offload, error) {
-	if err := off.Validate(len(frame)); err != nil {
-		return 0, Offload{}, err
-	}
-	if len(out) == 0 || len(sizes) == 0 {
-		return 0, Offload{}, errTooManySegments
-	}
-	if len(out[0]) < headroom || len(out[0])-headroom < len(frame) {
-		return 0, Offload{}, errOutputTooSmall
-	}
-	sizes[0] = copy(out[0][headroom:], frame)
-	return 1, off, nil
 }

@@ -133,10 +133,11 @@ func (o Offload) VirtioNetHdr() VirtioNetHdr {
 	}
 }
 
-func offloadOf(h VirtioNetHdr) Offload {
-	return Offload{
-		NeedsCsum:  h.Flags&VirtioNetHdrNeedsCsum != 0,
-		CsumStart:  h.CsumStart,
-		CsumOffset: h.CsumOffset,
+// OffloadOf is the checksum offload h describes for its frame: none
+// unless the checksum is left to fill in.
+func OffloadOf(h VirtioNetHdr) Offload {
+	if h.Flags&VirtioNetHdrNeedsCsum == 0 {
+		return Offload{}
 	}
+	return Offload{NeedsCsum: true, CsumStart: h.CsumStart, CsumOffset: h.CsumOffset}
 }

@@ -195,9 +195,7 @@ func (m *Manager) sendOn(l *Link, s *Session, plaintext []byte, now time.Time) b
 	if cap(m.buf) < need {
 		m.buf = make([]byte, 0, need)
 	}
-	buf := m.buf[:need]
-	copy(buf[wire.TransportHeaderLen:], plaintext)
-	dgram, err := s.Seal(buf, len(plaintext), now.UnixNano())
+	dgram, err := s.Seal(m.buf[:need], plaintext, now.UnixNano())
 	if err != nil {
 		return false
 	}

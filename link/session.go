@@ -134,18 +134,26 @@ var (
 	ErrExhausted = errors.New("link: session exhausted")
 )
 
-// Seal encrypts buf[wire.TransportHeaderLen : wire.TransportHeaderLen+n] in
-// place, writes the transport header in front and returns the datagram.
-// buf must have room for the tag after the plaintext. now is unix nanoseconds.
-func (s *Session) Seal(buf []byte, n int, now int64) ([]byte, error) {
+// ErrShortBuffer: Seal's buffer has no room for the datagram.
+var ErrShortBuffer = errors.New("link: buffer too short for the datagram")
+
+// Seal encrypts plain into buf: the transport header first, then the
+// ciphertext and its tag, and returns the datagram, a prefix of buf. plain
+// is either buf's own bytes right after the header (sealing in place) or
+// lies apart from buf, as a segment read from the TAP does. now is unix
+// nanoseconds.
+func (s *Session) Seal(buf, plain []byte, now int64) ([]byte, error) {
+	n := len(plain)
+	if len(buf) < wire.TransportOverhead+n {
+		return nil, ErrShortBuffer
+	}
 	counter := s.sent.Add(1) - 1
 	if counter >= RejectAfterMessages {
 		return nil, ErrExhausted
 	}
 	wire.PutTransportHeader(buf, s.RemoteIndex, counter)
 	header := buf[:wire.TransportHeaderLen]
-	plain := buf[wire.TransportHeaderLen : wire.TransportHeaderLen+n]
-	s.send.Seal(plain[:0], wire.Nonce(header), plain, wire.AdditionalData(header))
+	s.send.Seal(buf[wire.TransportHeaderLen:wire.TransportHeaderLen], wire.Nonce(header), plain, wire.AdditionalData(header))
 	s.Counters.TxPackets.Add(1)
 	s.Counters.TxBytes.Add(uint64(n))
 	storeIfLater(&s.Counters.lastTx, now)

@@ -1,8 +1,8 @@
 package node
 
 import (
+	"net/netip"
 	"slices"
-
 	"sync/atomic"
 
 	"burrow/firewall"
@@ -62,6 +62,51 @@ type Worker struct {
 	// Slow hands an event to the core; it must not block.
 	Slow    func(Event)
 	targets []flood.Target
+	// recent is what the worker last found out about a flow; a bulk
+	// stream's segments come one after another, and look it up once.
+	recent recentFlow
+	// segments cuts the worker's super-frames.
+	segments l2.Segmenter
+}
+
+// recentFlow is a flow as one snapshot resolves it: its route, the bridge
+// its source sits behind, and whether frames from one source address are
+// spoofed. It holds on to that snapshot until the worker's next frame of
+// another flow.
+type recentFlow struct {
+	snap   *snapshot
+	key    flowKey
+	route  route
+	origin nid.ID
+	// judged says spoofed is the verdict on frames from src.
+	judged  bool
+	src     netip.Addr
+	spoofed bool
+}
+
+// flow resolves key in s: from the recent flow when it is the same,
+// else from the snapshot's tables. It returns nil when s has no such flow.
+func (w *Worker) flow(s *snapshot, key flowKey) *recentFlow {
+	f := &w.recent
+	if f.snap == s && f.key == key {
+		return f
+	}
+	r, ok := s.flows[key]
+	if !ok {
+		return nil
+	}
+	*f = recentFlow{snap: s, key: key, route: r, origin: s.macs[key.src].root}
+	return f
+}
+
+// isSpoofed is s.spoofed for a frame of the flow, judged once per source
+// address.
+func (f *recentFlow) isSpoofed(frame []byte) bool {
+	src, _ := l2.SourceAddr(frame)
+	if !f.judged || src != f.src {
+		f.judged, f.src, f.spoofed = true, src, f.snap.spoofed(frame, f.origin)
+	}
+	return f.spoofed
 }
 
 // Buffer layout of an outgoing datagram. A frame is written at Headroom so
@@ -103,19 +148,20 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		d.slowFrame(w, hdr, frame)
 		return
 	}
-	r, ok := s.flows[key]
+	known := w.flow(s, key)
 	// The core learns addresses from ARP and neighbour advertisements (sent
 	// unicast, often on a flow already up, and the one place a host says it
 	// is a router), so they take the slow path even when a flow is up.
 	announces := l2.AnnouncesAddress(frame)
-	if !ok || announces {
-		if !ok && !announces && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key) {
+	if known == nil || announces {
+		if known == nil && !announces && hdr.GSOType == l2.VirtioNetHdrGSONone && s.floodsOnItsOwn(key) {
 			d.floodFromTAP(w, s, hdr, frame, now)
 			return
 		}
 		d.slowFrame(w, hdr, frame)
 		return
 	}
+	r := known.route
 	if d.fw != nil && !d.fw.Allow(firewall.Outbound, frame, s.member(r.root), now) {
 		return
 	}
@@ -177,70 +223,86 @@ func (d *Dataplane) suspect(w *Worker, p *port, now int64) bool {
 // because the core only deals in frames that fit a datagram.
 func (d *Dataplane) slowFrame(w *Worker, hdr l2.VirtioNetHdr, frame []byte) {
 	if hdr.GSOType == l2.VirtioNetHdrGSONone {
-		w.Slow(Event{Kind: EventFromTAP, Offload: offloadOf(hdr), Data: clone(frame)})
+		w.Slow(Event{Kind: EventFromTAP, Offload: l2.OffloadOf(hdr), Data: clone(frame)})
 		return
 	}
-	bufs, sizes := w.Tx.free()
-	n, off, err := l2.Segment(frame, hdr, bufs, 0, sizes)
+	_, off, err := w.segments.Start(frame, hdr)
 	if err != nil {
 		d.stats.drop(DropMalformed)
 		return
 	}
-	for i := range n {
-		w.Slow(Event{Kind: EventFromTAP, Offload: off, Data: clone(bufs[i][:sizes[i]])})
+	for start, end, ok := w.segments.Next(); ok; start, end, ok = w.segments.Next() {
+		w.Slow(Event{Kind: EventFromTAP, Offload: off, Data: clone(frame[start:end])})
 	}
 }
 
-func offloadOf(hdr l2.VirtioNetHdr) l2.Offload {
-	if hdr.Flags&l2.VirtioNetHdrNeedsCsum == 0 {
-		return l2.Offload{}
-	}
-	return l2.Offload{NeedsCsum: true, CsumStart: hdr.CsumStart, CsumOffset: hdr.CsumOffset}
-}
-
-// sendFrame segments (if needed), frames, seals and queues a TAP frame.
+// sendFrame segments (if needed), frames, seals and queues a TAP frame,
+// which it may overwrite. A super-frame is cut in place (l2.Segmenter)
+// and each segment but the first sealed from there into its datagram: the
+// cipher reads its payload, and nothing copies it.
 func (d *Dataplane) sendFrame(w *Worker, s *snapshot, h hop, hdr l2.VirtioNetHdr, frame []byte, to wire.Routed, now int64) {
 	if hdr.GSOType == l2.VirtioNetHdrGSONone {
-		buf := w.Tx.next()
-		n := copy(buf[Headroom:], frame)
-		if n < len(frame) || len(buf)-Headroom-n < txTailroom {
-			d.stats.drop(DropMalformed)
-			return
-		}
-		wire.PutFrameHeader(buf[framePlain:], offloadOf(hdr))
-		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+n, to, now)
+		d.sendCopy(w, s, h, frame, l2.OffloadOf(hdr), to, now)
 		return
 	}
-	bufs, sizes := w.Tx.free()
-	n, off, err := l2.Segment(frame, hdr, bufs, Headroom, sizes)
+	_, off, err := w.segments.Start(frame, hdr)
 	if err != nil {
 		d.stats.drop(DropMalformed)
 		return
 	}
-	for i := range n {
-		buf := w.Tx.next()
-		wire.PutFrameHeader(buf[framePlain:], off)
-		d.sealFrame(w, s, h, buf, wire.FrameHeaderLen+sizes[i], to, now)
+	prefix := wire.FrameHeaderLen
+	if h.routed {
+		prefix += wire.RoutedHeaderLen
+	}
+	for start, end, ok := w.segments.Next(); ok; start, end, ok = w.segments.Next() {
+		if start < prefix {
+			// The first segment: nothing in front of it to write over.
+			d.sendCopy(w, s, h, frame[start:end], off, to, now)
+			continue
+		}
+		at := putFramePrefix(frame, start, h, off, to)
+		d.sealData(w, s, h.port, w.Tx.next(), relayRoom, frame[at:end], now)
 	}
 }
 
-// sealFrame seals the frame plaintext of n bytes at buf[framePlain:] for
-// the hop, behind the routed header to when the hop needs one.
-func (d *Dataplane) sealFrame(w *Worker, s *snapshot, h hop, buf []byte, n int, to wire.Routed, now int64) {
-	start := framePlain
-	if h.routed {
-		start -= wire.RoutedHeaderLen
-		to.Onward = h.onward
-		wire.PutRoutedHeader(buf[start:], to)
-		n += wire.RoutedHeaderLen
+// sendCopy copies a frame into a datagram's buffer, frames it there for
+// the hop and seals it in place.
+func (d *Dataplane) sendCopy(w *Worker, s *snapshot, h hop, frame []byte, off l2.Offload, to wire.Routed, now int64) {
+	buf := w.Tx.next()
+	n := copy(buf[Headroom:], frame)
+	if n < len(frame) || len(buf)-Headroom-n < txTailroom {
+		d.stats.drop(DropMalformed)
+		return
 	}
-	d.sealData(w, s, h.port, buf, start, n, now)
+	at := putFramePrefix(buf, Headroom, h, off, to)
+	d.sealData(w, s, h.port, buf, at-wire.TransportHeaderLen, buf[at:Headroom+n], now)
+}
+
+// putFramePrefix writes what goes in front of the frame at b[start:] for
+// hop h — its frame header, and before that the routed header to when the
+// hop needs one — and returns where the plaintext starts.
+func putFramePrefix(b []byte, start int, h hop, off l2.Offload, to wire.Routed) int {
+	start -= wire.FrameHeaderLen
+	wire.PutFrameHeader(b[start:], off)
+	return putRouted(b, start, h, to)
+}
+
+// putRouted writes the routed header to in front of the plaintext at
+// b[start:] when hop h needs one, and returns where the plaintext starts.
+func putRouted(b []byte, start int, h hop, to wire.Routed) int {
+	if !h.routed {
+		return start
+	}
+	start -= wire.RoutedHeaderLen
+	to.Onward = h.onward
+	wire.PutRoutedHeader(b[start:], to)
+	return start
 }
 
 // sealData seals traffic the peer's answers are expected to follow, and
-// probes the link when they stopped following.
-func (d *Dataplane) sealData(w *Worker, s *snapshot, p *port, buf []byte, start, n int, now int64) {
-	d.seal(w, s, p, buf, start, n, now)
+// probes the link when they stopped following; as seal.
+func (d *Dataplane) sealData(w *Worker, s *snapshot, p *port, buf []byte, inner int, plain []byte, now int64) {
+	d.seal(w, s, p, buf, inner, plain, now)
 	if p.link.Counters.SentData(now) {
 		d.sendProbe(w, s, p, false, now, now)
 	}
@@ -251,22 +313,22 @@ func (d *Dataplane) sealData(w *Worker, s *snapshot, p *port, buf []byte, start,
 func (d *Dataplane) sendProbe(w *Worker, s *snapshot, p *port, reply bool, stamp, now int64) {
 	buf := w.Tx.next()
 	start := relayRoom + wire.TransportHeaderLen
-	n := len(wire.AppendProbe(buf[start:start], reply, stamp))
-	d.seal(w, s, p, buf, start, n, now)
+	probe := wire.AppendProbe(buf[start:start], reply, stamp)
+	d.seal(w, s, p, buf, relayRoom, probe, now)
 }
 
-// seal encrypts the n plaintext bytes at buf[start:] for the link of p and
-// queues the datagram, wrapped for the relay when the link's path is
-// relayed. start leaves room for the transport and relay headers.
-func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, start, n int, now int64) {
+// seal encrypts plain for the link of p into a datagram at buf[inner:]
+// and queues it, wrapped for the relay when the link's path is relayed.
+// plain is either in place, right after the datagram's transport header,
+// or apart from buf; inner leaves room for the relay's headers.
+func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, inner int, plain []byte, now int64) {
 	if p.session == nil {
 		d.stats.drop(DropNoRoute)
 		return
 	}
-	inner := start - wire.TransportHeaderLen
-	dgram, err := p.session.Seal(buf[inner:], n, now)
+	dgram, err := p.session.Seal(buf[inner:], plain, now)
 	if err != nil {
-		d.stats.drop(DropNoRoute)
+		d.stats.drop(sealDrop(err))
 		return
 	}
 	to := p.link.Endpoint()
@@ -283,12 +345,21 @@ func (d *Dataplane) seal(w *Worker, s *snapshot, p *port, buf []byte, start, n i
 	header := buf[outer+wire.TransportHeaderLen : inner]
 	header[0] = byte(wire.InnerRelayTo)
 	copy(header[1:], to.Peer[:])
-	wrapped, err := relay.session.Seal(buf[outer:], wire.RelayHeaderLen+len(dgram), now)
+	wrapped, err := relay.session.Seal(buf[outer:], buf[outer+wire.TransportHeaderLen:inner+len(dgram)], now)
 	if err != nil {
-		d.stats.drop(DropNoRoute)
+		d.stats.drop(sealDrop(err))
 		return
 	}
 	w.Tx.commit(wrapped, relay.link.Endpoint())
+}
+
+// sealDrop is why a datagram Seal refused is dropped: too long for the
+// buffer (a peer with a larger MTU), or the session is used up.
+func sealDrop(err error) DropReason {
+	if err == link.ErrShortBuffer {
+		return DropMalformed
+	}
+	return DropNoRoute
 }
 
 // FromNetwork handles one datagram from the socket (or another transport).
@@ -380,17 +451,18 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	key.in = in.link.Port
 	copy(key.dst[:], frame[0:6])
 	copy(key.src[:], frame[6:12])
-	r, ok := s.flows[key]
-	if !ok || f.Source != (nid.ID{}) {
+	known := w.flow(s, key)
+	if known == nil || f.Source != (nid.ID{}) {
 		// A miss, or a flow's first frame, which names its source's
 		// bridge: every core on the path learns from it where the source
 		// lives now, even if it moved.
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
+	r := known.route
 	r.touch(now)
 	if r.out == localPort {
-		if !d.admits(s, frame, s.macs[key.src].root, now) {
+		if !d.admits(s, frame, known.origin, known.isSpoofed(frame), now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -409,14 +481,16 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 		return
 	}
 	n := copy(buf[framePlain:], plain)
-	d.sealFrame(w, s, h, buf, n, wire.Routed{Dest: r.root, Source: s.macs[key.src].root}, now)
+	at := putRouted(buf, framePlain, h, wire.Routed{Dest: r.root, Source: known.origin})
+	d.sealData(w, s, h.port, buf, at-wire.TransportHeaderLen, buf[at:framePlain+n], now)
 }
 
 // admits decides whether a frame from a host behind bridge origin may go
-// to the TAP: not with another member's certified address as its source,
-// and only through the firewall, if there is one.
-func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, now int64) bool {
-	if s.spoofed(frame, origin) {
+// to the TAP: not when spoofed (s.spoofed: with another member's
+// certified address as its source), and only through the firewall, if
+// there is one.
+func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, spoofed bool, now int64) bool {
+	if spoofed {
 		d.stats.drop(DropSpoofed)
 		return false
 	}
@@ -456,7 +530,7 @@ func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now in
 	n := copy(buf[start:], plain)
 	r.Onward = h.onward
 	wire.PutRoutedHeader(buf[start:], r)
-	d.sealData(w, s, h.port, buf, start, n, now)
+	d.sealData(w, s, h.port, buf, start-wire.TransportHeaderLen, buf[start:start+n], now)
 }
 
 // flood delivers a broadcast that arrived over link in and forwards it
@@ -484,7 +558,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 		d.stats.MulticastPruned.Add(1)
 	} else if s.localDHCP && udp4.IsDHCP(m.Frame) {
 		d.stats.DHCPKeptLocal.Add(1)
-	} else if d.admits(s, m.Frame, s.floodSource(m), now) {
+	} else if source := s.floodSource(m); d.admits(s, m.Frame, source, s.spoofed(m.Frame, source), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {
@@ -531,7 +605,7 @@ func (d *Dataplane) forwardFlood(w *Worker, s *snapshot, kind flood.Kind, root, 
 		}
 		b := append(buf[start:start], byte(wire.InnerFlood))
 		b = flood.AppendBroadcast(b, kind, root, t.Bound, hops+1, frame)
-		d.sealData(w, s, p, buf, start, len(b), now)
+		d.sealData(w, s, p, buf, start-wire.TransportHeaderLen, b, now)
 	}
 	d.stats.FloodsForwarded.Add(uint64(len(w.targets)))
 }
@@ -542,7 +616,7 @@ func (d *Dataplane) floodFromTAP(w *Worker, s *snapshot, hdr l2.VirtioNetHdr, fr
 	if d.fw != nil && !d.fw.Allow(firewall.Outbound, frame, firewall.Member{}, now) {
 		return
 	}
-	off := offloadOf(hdr)
+	off := l2.OffloadOf(hdr)
 	if off.NeedsCsum {
 		// A flood has no offload fields; finish the checksum once here.
 		if err := l2.CompleteChecksum(frame, int(off.CsumStart), int(off.CsumOffset)); err != nil {
@@ -580,7 +654,7 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 	from := in.link.Peer.ID
 	copy(body[1:wire.RelayHeaderLen], from[:])
 	n := copy(body[wire.RelayHeaderLen:], plain[wire.RelayHeaderLen:])
-	dgram, err := to.session.Seal(buf, wire.RelayHeaderLen+n, now)
+	dgram, err := to.session.Seal(buf, body[:wire.RelayHeaderLen+n], now)
 	if err != nil {
 		d.stats.drop(DropNoRoute)
 		return

@@ -14,19 +14,19 @@ type TxMsg struct {
 type TxBatch struct {
 	Msgs  []TxMsg
 	bufs  [][]byte
-	sizes []int
 	flush func([]TxMsg)
 }
 
-// MaxSegments is the most frames one super-frame is split into.
-const MaxSegments = 64
+// minTxBatch is the fewest datagrams a batch holds: the 46 segments of a
+// bulk TCP stream's super-frame, twice over, go out in one system call.
+const minTxBatch = 128
 
 // NewTxBatch makes a batch of n buffers of bufLen bytes. flush sends the
 // collected datagrams; it is called when the batch runs out of buffers and
 // by the owner via Flush.
 func NewTxBatch(n, bufLen int, flush func([]TxMsg)) *TxBatch {
-	n = max(n, 2*MaxSegments)
-	b := &TxBatch{Msgs: make([]TxMsg, 0, n), bufs: make([][]byte, n), sizes: make([]int, n), flush: flush}
+	n = max(n, minTxBatch)
+	b := &TxBatch{Msgs: make([]TxMsg, 0, n), bufs: make([][]byte, n), flush: flush}
 	for i := range b.bufs {
 		b.bufs[i] = make([]byte, bufLen)
 	}
@@ -53,13 +53,4 @@ func (b *TxBatch) next() []byte {
 // commit queues dgram, which must live in the buffer next returned.
 func (b *TxBatch) commit(dgram []byte, to link.Endpoint) {
 	b.Msgs = append(b.Msgs, TxMsg{Buf: dgram, To: to})
-}
-
-// free returns at least MaxSegments unused buffers, in the order next will
-// hand them out, and a sizes slice of the same length.
-func (b *TxBatch) free() ([][]byte, []int) {
-	if len(b.bufs)-len(b.Msgs) < MaxSegments {
-		b.Flush()
-	}
-	return b.bufs[len(b.Msgs):], b.sizes[len(b.Msgs):]
 }
