@@ -2,7 +2,8 @@ package node
 
 import (
 	"cmp"
-	"hash/fnv"
+	"crypto/sha256"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"time"
@@ -137,17 +138,18 @@ func (n *Node) relaysFor(in overlay.Info) []*link.Link {
 const relayRTTSlack = 20 * time.Millisecond
 
 // relayRank is relay's rendezvous-hashing weight for the pair of a and b,
-// the same from either end: FNV-1a over both IDs, lower first, and the
+// the same from either end: a hash of both IDs, lower first, and the
 // relay's.
 func relayRank(a, b, relay nid.ID) uint64 {
 	if a.Compare(b) > 0 {
 		a, b = b, a
 	}
-	h := fnv.New64a()
-	h.Write(a[:])
-	h.Write(b[:])
-	h.Write(relay[:])
-	return h.Sum64()
+	var in [3 * len(nid.ID{})]byte
+	copy(in[:], a[:])
+	copy(in[len(a):], b[:])
+	copy(in[2*len(a):], relay[:])
+	sum := sha256.Sum256(in[:])
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // dialPeer starts a dial to a peer unless a link or a dial exists.
