@@ -122,3 +122,17 @@ func TestRelayRankSpreadsPairs(t *testing.T) {
 		}
 	}
 }
+
+// Admitting a datagram of a pair already seen allocates nothing.
+func TestRelayBudgetTakeDoesNotAllocate(t *testing.T) {
+	b := newRelayBudget(10 << 20)
+	pair := relayPairOf(1, 2)
+	now := int64(time.Hour)
+	b.take(pair[0], pair[1], 1400, now)
+	if n := testing.AllocsPerRun(1000, func() {
+		now += int64(time.Microsecond)
+		b.take(pair[0], pair[1], 1400, now)
+	}); n != 0 {
+		t.Fatalf("take allocates %.1f times per datagram", n)
+	}
+}
