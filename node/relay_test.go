@@ -81,18 +81,24 @@ func TestRelayBudgetSplitsTheRateAmongHeavyPairs(t *testing.T) {
 	}
 }
 
-// A burst well above the rate but within the burst passes whole when the
-// relay was idle.
+// A burst well above the rate but within the burst passes whole, even
+// while a heavy pair keeps the relay's own bucket empty.
 func TestRelayBudgetAbsorbsABurst(t *testing.T) {
-	b := newRelayBudget(10 << 20)
-	pair := relayPairOf(1, 2)
-	now := int64(time.Hour)
-	for i := range 100 { // 140 KB at once
-		if !b.take(pair[0], pair[1], 1400, now) {
-			t.Fatalf("datagram %d of a 140 KB burst dropped", i)
+	const rate = 10 << 20
+	b := newRelayBudget(rate)
+	heavy, bursty := relayPairOf(1, 2), relayPairOf(3, 4)
+	start := int64(time.Hour)
+	relayRun(b, start, 2*time.Second, 1400, map[[2]nid.ID]float64{heavy: 10 * rate})
+	now := start + int64(2*time.Second)
+	if b.tokens >= 1400 {
+		t.Fatalf("the heavy pair left %.0f bytes in the relay's bucket", b.tokens)
+	}
+	for i := range 45 { // 63 KB at once
+		if !b.take(bursty[0], bursty[1], 1400, now) {
+			t.Fatalf("datagram %d of a 63 KB burst dropped beside a heavy pair", i)
 		}
 	}
-	if b := newRelayBudget(0); b.take(pair[0], pair[1], 1, now) {
+	if b := newRelayBudget(0); b.take(bursty[0], bursty[1], 1, now) {
 		t.Fatal("a node that does not relay relayed")
 	}
 }
