@@ -121,8 +121,8 @@ func (n *Node) relaysFor(in overlay.Info) []*link.Link {
 		}
 	}
 	if len(members) > 0 {
-		nearest := slices.MinFunc(members, func(a, b *link.Link) int { return cmp.Compare(a.RTT, b.RTT) }).RTT
-		members = slices.DeleteFunc(members, func(l *link.Link) bool { return l.RTT > nearest+relayRTTSlack })
+		nearest := relayRTT(slices.MinFunc(members, func(a, b *link.Link) int { return cmp.Compare(relayRTT(a), relayRTT(b)) }))
+		members = slices.DeleteFunc(members, func(l *link.Link) bool { return relayRTT(l) > nearest+relayRTTSlack })
 		slices.SortFunc(members, func(a, b *link.Link) int {
 			return cmp.Compare(relayRank(n.self, in.ID, b.Peer.ID), relayRank(n.self, in.ID, a.Peer.ID))
 		})
@@ -136,6 +136,15 @@ func (n *Node) relaysFor(in overlay.Info) []*link.Link {
 // relayRTTSlack is how much farther than the nearest relaying member
 // another may be and still carry a share of the pairs.
 const relayRTTSlack = 20 * time.Millisecond
+
+// relayRTT is how far a relay is: the smoothed round trip of the link's
+// probes, steadier than its last handshake's on a busy host.
+func relayRTT(l *link.Link) time.Duration {
+	if rtt := l.Counters.ProbeRTT(); rtt > 0 {
+		return rtt
+	}
+	return l.RTT
+}
 
 // relayRank is relay's rendezvous-hashing weight for the pair of a and b,
 // the same from either end: a hash of both IDs, lower first, and the
