@@ -1,6 +1,7 @@
 package link
 
 import (
+	"slices"
 	"time"
 
 	"burrow/nid"
@@ -10,7 +11,7 @@ import (
 // retrying, with backoff, while no link to that peer is up.
 type Dial struct {
 	// Endpoints are tried together; relayed ones only from the second
-	// attempt on, so that a direct path wins when there is one.
+	// attempt on, one more per attempt (see attemptEndpoints).
 	Endpoints []Endpoint
 	Key       *[32]byte // if set, only this static key is accepted
 	Peer      nid.ID    // expected, or learned from the first successful handshake
@@ -71,21 +72,24 @@ func (d *Dial) connected(m *Manager) bool {
 }
 
 // attemptEndpoints are the endpoints the next attempt tries: direct ones
-// first, relayed ones too once a direct attempt went unanswered.
+// first, then one relayed endpoint more per attempt, in their order (the
+// first from the start when nothing is direct), so that a direct path
+// wins when there is one and the preferred relay before the others.
 func (d *Dial) attemptEndpoints() []Endpoint {
-	if d.tries > 0 {
-		return d.Endpoints
+	relayed := d.tries
+	if !slices.ContainsFunc(d.Endpoints, func(ep Endpoint) bool { return !ep.IsRelay() }) {
+		relayed = max(relayed, 1)
 	}
-	var direct []Endpoint
+	var out []Endpoint
 	for _, ep := range d.Endpoints {
 		if !ep.IsRelay() {
-			direct = append(direct, ep)
+			out = append(out, ep)
+		} else if relayed > 0 {
+			out = append(out, ep)
+			relayed--
 		}
 	}
-	if len(direct) == 0 {
-		return d.Endpoints
-	}
-	return direct
+	return out
 }
 
 // giveUpIfExhausted drops a dial whose attempts ran out and reports it.

@@ -640,7 +640,7 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		d.stats.drop(DropNoRoute)
 		return
 	}
-	if !d.relay.take(len(plain), now) {
+	if !d.relay.take(in.link.Peer.ID, to.link.Peer.ID, len(plain), now) {
 		d.stats.drop(DropRelayLimit)
 		return
 	}
@@ -660,7 +660,6 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		return
 	}
 	d.stats.Relayed.Add(1)
-	d.relay.count(in.link.Peer.ID, to.link.Peer.ID)
 	w.Tx.commit(dgram, to.link.Endpoint())
 }
 

@@ -264,9 +264,11 @@ func (n *Node) overlayLinkDown(l *link.Link, now time.Time) {
 	// alive — restarted, and talking to us by other ways — even if the
 	// link died. One that stopped answering probes within the second may
 	// just be held up: it leaves the view but is not buried, so the next
-	// word of it links to it again at once.
+	// word of it links to it again at once. A relayed link dies with its
+	// relay as well as with its peer: the peer is dialed again at once,
+	// through another relay, and buried only if that fails.
 	switch {
-	case ps.closing || ps.spoke.After(l.Counters.LastRx()):
+	case ps.closing || ps.spoke.After(l.Counters.LastRx()) || l.Endpoint().IsRelay():
 	case l.Unanswered():
 		o.ring.Forget(l.Peer.ID)
 	default:

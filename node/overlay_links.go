@@ -68,7 +68,9 @@ func (n *Node) reconcile(now time.Time) {
 	for _, id := range sc.ids {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
-			ps.info.Endpoints, ps.info.TURN = info.Endpoints, info.TURN
+			// Its relays too: with the beacon gone, the members it named
+			// are how a pair that cannot go direct links again.
+			ps.info.Endpoints, ps.info.Relays, ps.info.TURN = info.Endpoints, info.Relays, info.TURN
 		}
 		if n.links.Links()[id] == nil {
 			n.dialPeer(ps, now)

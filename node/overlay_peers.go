@@ -1,6 +1,9 @@
 package node
 
 import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"time"
@@ -60,8 +63,8 @@ func mergeEndpoints(observed link.Endpoint, known []netip.AddrPort) []netip.Addr
 	return out
 }
 
-// candidates are the endpoints to try for a peer: its addresses, then the
-// members it named as relays that we have a link with, lowest RTT first.
+// candidates are the endpoints to try for a peer: its addresses, then
+// through the relays relaysFor picks, preferred first.
 func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 	var out []link.Endpoint
 	for _, ep := range in.Endpoints {
@@ -89,19 +92,73 @@ func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 			out = append(out, link.Endpoint{Via: link.TURN, Addr: ep})
 		}
 	}
-	// Our beacon relays for every member, and most members keep a link
-	// to it; the peer's own picks come first.
-	var relays []*link.Link
-	for _, r := range append(slices.Clone(in.Relays), n.reach.beacon) {
-		if l := n.upLink(r); l != nil && r != in.ID && !l.Endpoint().IsRelay() && !slices.Contains(relays, l) {
-			relays = append(relays, l)
-		}
-	}
-	slices.SortStableFunc(relays, func(a, b *link.Link) int { return int(a.RTT - b.RTT) })
-	for _, l := range relays[:min(len(relays), 2)] {
+	for _, l := range n.relaysFor(in) {
 		out = append(out, link.RelayEndpoint(l.Peer.ID, in.ID))
 	}
 	return out
+}
+
+// relaysFor picks at most two members to relay for a link with the peer,
+// the first preferred: among the members it named and our beacon, those
+// we have a direct link with. Our beacon comes first, as it exists to
+// relay; members follow ranked by rendezvous hashing of the pair onto
+// them, so that with the beacon gone each pair keeps to one member and
+// the pairs spread over all members that relay, both ends agreeing on it,
+// and a relay that fails gives its pairs to the next in their ranking.
+// Members much farther than the nearest one are left out.
+func (n *Node) relaysFor(in overlay.Info) []*link.Link {
+	var beacon *link.Link
+	var members []*link.Link
+	for _, r := range append(slices.Clone(in.Relays), n.reach.beacon) {
+		l := n.upLink(r)
+		if l == nil || r == in.ID || l.Endpoint().IsRelay() || l == beacon || slices.Contains(members, l) {
+			continue
+		}
+		if r == n.reach.beacon {
+			beacon = l
+		} else {
+			members = append(members, l)
+		}
+	}
+	if len(members) > 0 {
+		nearest := relayRTT(slices.MinFunc(members, func(a, b *link.Link) int { return cmp.Compare(relayRTT(a), relayRTT(b)) }))
+		members = slices.DeleteFunc(members, func(l *link.Link) bool { return relayRTT(l) > nearest+relayRTTSlack })
+		slices.SortFunc(members, func(a, b *link.Link) int {
+			return cmp.Compare(relayRank(n.self, in.ID, b.Peer.ID), relayRank(n.self, in.ID, a.Peer.ID))
+		})
+	}
+	if beacon != nil {
+		members = slices.Insert(members, 0, beacon)
+	}
+	return members[:min(len(members), 2)]
+}
+
+// relayRTTSlack is how much farther than the nearest relaying member
+// another may be and still carry a share of the pairs.
+const relayRTTSlack = 20 * time.Millisecond
+
+// relayRTT is how far a relay is: the smoothed round trip of the link's
+// probes, steadier than its last handshake's on a busy host.
+func relayRTT(l *link.Link) time.Duration {
+	if rtt := l.Counters.ProbeRTT(); rtt > 0 {
+		return rtt
+	}
+	return l.RTT
+}
+
+// relayRank is relay's rendezvous-hashing weight for the pair of a and b,
+// the same from either end: a hash of both IDs, lower first, and the
+// relay's.
+func relayRank(a, b, relay nid.ID) uint64 {
+	if a.Compare(b) > 0 {
+		a, b = b, a
+	}
+	var in [3 * len(nid.ID{})]byte
+	copy(in[:], a[:])
+	copy(in[len(a):], b[:])
+	copy(in[2*len(a):], relay[:])
+	sum := sha256.Sum256(in[:])
+	return binary.BigEndian.Uint64(sum[:8])
 }
 
 // dialPeer starts a dial to a peer unless a link or a dial exists.

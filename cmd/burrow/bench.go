@@ -89,7 +89,7 @@ and appended to --out as a new section. Needs root.`,
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	cmd.Flags().StringVar(&opts.CacheDir, "cache-dir", bench.DefaultCacheDir(), "where upstream wireguard-go is built and kept")
-	cmd.AddCommand(benchPathsCommand(), benchFailoverCommand(), benchFormationCommand(), benchRingCommand(), benchContainersCommand())
+	cmd.AddCommand(benchPathsCommand(), benchRelayCommand(), benchFailoverCommand(), benchFormationCommand(), benchRingCommand(), benchContainersCommand())
 	rootCmd.AddCommand(cmd)
 }
 
@@ -184,6 +184,45 @@ and appended to --out as a new section. Needs root and iperf3.`,
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times each of a, c1 and d is restarted")
+	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
+	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
+	return cmd
+}
+
+func benchRelayCommand() *cobra.Command {
+	var (
+		seconds, rounds int
+		out, burrow     string
+	)
+	cmd := &cobra.Command{
+		Use:   "relay",
+		Short: "Measure TCP throughput through a member relay against direct throughput",
+		Long: `Build a NAT lab: a beacon, public members p1 and p2 that relay (their
+relay.max_rate set far above what the machine carries), and c1 and c2 behind
+symmetric NATs, in a full mesh. Once c1–c2 is relayed, stop the beacon and
+wait until c1–c2 is relayed by p1 or p2, as both ends' status names it. Then,
+--rounds times in turn, run one iperf3 TCP stream p1 → p2 (direct) and one
+c1 → c2 (through the member relay), and report each round's relayed/direct
+ratio, the median and the relaying member's CPU time. The target is a
+relayed throughput of at least half the direct one.
+
+The results, with date, command, kernel, CPU and burrow commit, are printed
+and appended to --out as a new section. Needs root and iperf3.`,
+		Example: `  CGO_ENABLED=0 go build -o /tmp/burrow-bench ./cmd/burrow && /tmp/burrow-bench bench relay --out docs/benchmarks.md`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runBenchmark(cmd, burrow, out, func(ctx context.Context, binary string) (report, error) {
+				return bench.RunRelay(ctx, bench.RelayOptions{
+					Seconds:  seconds,
+					Rounds:   rounds,
+					Burrow:   binary,
+					Progress: cmd.ErrOrStderr(),
+				})
+			})
+		},
+	}
+	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
+	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times the direct and the relayed test run, in turn")
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	return cmd

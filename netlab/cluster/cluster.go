@@ -22,6 +22,7 @@ import (
 	"burrow/identity"
 	"burrow/netlab"
 	"burrow/nid"
+	burrownode "burrow/node"
 	"burrow/runtime"
 )
 
@@ -229,18 +230,28 @@ func (n *Network) WaitLinks(ctx context.Context, want map[*Node]int) error {
 
 // PathTo is the path (direct, relay, turn, websocket) of node's up link to
 // other as node reports it, "" without one.
-func (node *Node) PathTo(other *Node) string {
-	st, err := node.Status()
+func (node *Node) PathTo(other *Node) string { return node.upLinkTo(other).Path }
+
+// EndpointTo is where node's up link to other goes as node reports it
+// (relay:<relay's short ID> on a relayed path), "" without one.
+func (node *Node) EndpointTo(other *Node) string { return node.upLinkTo(other).Endpoint }
+
+// upLinkTo is n's link to other if it is up, the zero value otherwise.
+func (n *Node) upLinkTo(other *Node) (up linkStatus) {
+	st, err := n.Status()
 	if err != nil {
-		return ""
+		return up
 	}
 	for _, l := range st.Links {
 		if l.NodeID == other.ID.String() && l.State == "up" {
-			return l.Path
+			return l
 		}
 	}
-	return ""
+	return up
 }
+
+// linkStatus is one link in a node's status.
+type linkStatus = burrownode.LinkStatus
 
 // Placed sorts nodes by whether their first successor, as their own
 // status shows, is the next of nodes by ID.
