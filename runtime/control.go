@@ -31,6 +31,8 @@ type Status struct {
 	// Resolver is where the virtual DNS answers, when it is on: what
 	// containers and DHCP clients are told to use.
 	Resolver *ResolverStatus `json:"resolver,omitempty"`
+	// XMPP is the rendezvous server's client, when configured.
+	XMPP *XMPPStatus `json:"xmpp,omitempty"`
 	node.Status
 }
 
@@ -92,6 +94,10 @@ func (d *Daemon) Status() (Status, error) {
 			for i := range st.Services.Subnets {
 				st.Services.Subnets[i].Bridge = d.cfg.Services.Subnets.Bridge
 			}
+		}
+		if d.xmpp != nil {
+			x := d.xmpp.Status()
+			st.XMPP = &x
 		}
 		if dns := d.cfg.Services.DNS; dns.Enabled {
 			st.Resolver = &ResolverStatus{Address: dns.Addr.String(), Domain: dns.Domain}
