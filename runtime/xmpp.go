@@ -211,11 +211,8 @@ func (x *xmppRendezvous) connect(ctx context.Context) (*xmpp.Session, error) {
 func (x *xmppRendezvous) serve(ctx context.Context, s *xmpp.Session, d *Daemon) error {
 	served := make(chan error, 1)
 	go func() {
-		served <- s.Serve(xmpp.HandlerFunc(func(t xmlstream.TokenReadEncoder, start *xml.StartElement) error {
-			if start.Name.Local == "message" {
-				x.receive(ctx, d, t, start)
-			}
-			return nil
+		served <- s.Serve(x.cardHandler(func(from string, card overlay.Card) {
+			d.toCore(ctx, func() { d.node.RendezvousCard(from, card, time.Now()) })
 		}))
 	}()
 	defer s.Conn().Close()
@@ -250,19 +247,25 @@ func (x *xmppRendezvous) serve(ctx context.Context, s *xmpp.Session, d *Daemon) 
 	}
 }
 
-// receive hands a card in a message to the core; anything else is ignored.
-func (x *xmppRendezvous) receive(ctx context.Context, d *Daemon, t xmlstream.TokenReadEncoder, start *xml.StartElement) {
-	var m cardMessage
-	if err := xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(*start), t)).Decode(&m); err != nil || m.Card == nil {
-		return
-	}
-	card, err := decodeCard(m.Card.Data)
-	if err != nil || card.Kind == overlay.CardPublished {
-		x.log.Debug("XMPP rendezvous: bad card ignored", "from", m.From, "err", err)
-		return
-	}
-	from := m.From.String()
-	d.toCore(ctx, func() { d.node.RendezvousCard(from, card, time.Now()) })
+// cardHandler hands the cards in messages to deliver; anything else is
+// ignored.
+func (x *xmppRendezvous) cardHandler(deliver func(from string, card overlay.Card)) xmpp.Handler {
+	return xmpp.HandlerFunc(func(t xmlstream.TokenReadEncoder, start *xml.StartElement) error {
+		if start.Name.Local != "message" {
+			return nil
+		}
+		var m cardMessage
+		if err := xml.NewTokenDecoder(xmlstream.MultiReader(xmlstream.Token(*start), t)).Decode(&m); err != nil || m.Card == nil {
+			return nil
+		}
+		card, err := decodeCard(m.Card.Data)
+		if err != nil || card.Kind == overlay.CardPublished {
+			x.log.Debug("XMPP rendezvous: bad card ignored", "from", m.From, "err", err)
+			return nil
+		}
+		deliver(m.From.String(), card)
+		return nil
+	})
 }
 
 // request queues work for the session without blocking the core.
@@ -283,22 +286,58 @@ func (x *xmppRendezvous) publish(card overlay.Card) {
 				xml.StartElement{Name: xml.Name{Space: cardNS, Local: "card"}, Attr: []xml.Attr{{Name: xml.Name{Local: "jid"}, Value: s.LocalAddr().String()}}})
 		}
 		_, err := pubsub.PublishIQ(ctx, s, stanza.IQ{To: x.cfg.PubSubService}, x.cfg.Node, card.Info.ID.String(), item())
-		if !isCondition(err, stanza.ItemNotFound) {
+		// A server that refuses the publication may not have the node:
+		// servers that let accounts create nodes get it created here.
+		if !isCondition(err, stanza.ItemNotFound) && !isCondition(err, stanza.Forbidden) {
 			return err
 		}
-		cfg := form.New(
-			form.Hidden("FORM_TYPE", form.Value("http://jabber.org/protocol/pubsub#node_config")),
-			form.Text("pubsub#max_items", form.Value(fmt.Sprint(x.cfg.MaxItems))),
-			form.List("pubsub#publish_model", form.Value("open")),
-			form.List("pubsub#access_model", form.Value("open")),
-		)
-		if err := pubsub.CreateNodeIQ(ctx, s, stanza.IQ{To: x.cfg.PubSubService}, x.cfg.Node, cfg); err != nil && !isCondition(err, stanza.Conflict) {
-			return fmt.Errorf("creating node %s on %s (rendezvous.xmpp.node, pubsub): %w", x.cfg.Node, x.cfg.PubSub, err)
+		if cerr := x.createNode(ctx, s); cerr != nil {
+			return fmt.Errorf("publishing on node %s of %s (rendezvous.xmpp.node, pubsub): %w; creating it: %w (if it does not exist, have an admin of the server create it once: burrow xmpp create-node)", x.cfg.Node, x.cfg.PubSub, err, cerr)
 		}
 		x.log.Info("XMPP rendezvous: created the list of cards", "pubsub", x.cfg.PubSub, "node", x.cfg.Node, "max_items", x.cfg.MaxItems)
 		_, err = pubsub.PublishIQ(ctx, s, stanza.IQ{To: x.cfg.PubSubService}, x.cfg.Node, card.Info.ID.String(), item())
 		return err
 	})
+}
+
+// createNode creates the network's list of cards: at most max_items,
+// open to every account of the server for reading and publishing.
+func (x *xmppRendezvous) createNode(ctx context.Context, s *xmpp.Session) error {
+	cfg := form.New(
+		form.Hidden("FORM_TYPE", form.Value("http://jabber.org/protocol/pubsub#node_config")),
+		form.Text("pubsub#max_items", form.Value(fmt.Sprint(x.cfg.MaxItems))),
+		form.List("pubsub#publish_model", form.Value("open")),
+		form.List("pubsub#access_model", form.Value("open")),
+	)
+	return pubsub.CreateNodeIQ(ctx, s, stanza.IQ{To: x.cfg.PubSubService}, x.cfg.Node, cfg)
+}
+
+// ErrNodeExists is what CreateXMPPNode returns when the node is there.
+var ErrNodeExists = errors.New("the node exists already")
+
+// CreateXMPPNode creates the network's list of cards on the XMPP server,
+// logged in as the account of cfg (an admin of the server where only
+// admins create nodes, as on prosody).
+func CreateXMPPNode(ctx context.Context, cfg *config.XMPP, log *slog.Logger) error {
+	x, err := newXMPPRendezvous(cfg, log)
+	if err != nil {
+		return err
+	}
+	s, err := x.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Conn().Close()
+	defer s.Close()
+	go s.Serve(nil)
+	err = x.createNode(ctx, s)
+	if isCondition(err, stanza.Conflict) {
+		return ErrNodeExists
+	}
+	if err != nil {
+		return fmt.Errorf("creating node %s on %s: %w", cfg.Node, cfg.PubSub, err)
+	}
+	return nil
 }
 
 // fetch reads at most max_items cards and hands them to the core; it
