@@ -69,6 +69,11 @@ func (n *Node) reconcile(now time.Time) {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
 			ps.info.Endpoints, ps.info.TURN = info.Endpoints, info.TURN
+			// The members that relay for it, too: without a beacon they
+			// are the only way to a peer behind a symmetric NAT.
+			if len(info.Relays) > 0 {
+				ps.info.Relays = info.Relays
+			}
 		}
 		if n.links.Links()[id] == nil {
 			n.dialPeer(ps, now)
