@@ -194,7 +194,13 @@ func (x *xmppRendezvous) connect(ctx context.Context) (*xmpp.Session, error) {
 		xmpp.BindResource())
 	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("session as %s with %s: %w (check rendezvous.xmpp.jid, password and ca)", x.cfg.JID, x.cfg.Server, err)
+		hint := "check rendezvous.xmpp.jid and its password"
+		var unknownCA x509.UnknownAuthorityError
+		var badCert *tls.CertificateVerificationError
+		if errors.As(err, &unknownCA) || errors.As(err, &badCert) {
+			hint = "the server's certificate is not trusted: check rendezvous.xmpp.ca, and that the JID's domain is a name of the certificate"
+		}
+		return nil, fmt.Errorf("session as %s with %s: %w (%s)", x.cfg.JID, x.cfg.Server, err, hint)
 	}
 	// Available to the server only: the roster is not used, so this
 	// presence goes to no one.
@@ -335,7 +341,7 @@ func CreateXMPPNode(ctx context.Context, cfg *config.XMPP, log *slog.Logger) err
 		return ErrNodeExists
 	}
 	if err != nil {
-		return fmt.Errorf("creating node %s on %s: %w", cfg.Node, cfg.PubSub, err)
+		return fmt.Errorf("creating node %s on %s (rendezvous.xmpp.node, pubsub): %w", cfg.Node, cfg.PubSub, err)
 	}
 	return nil
 }
