@@ -54,6 +54,8 @@ const (
 	// maxOffers bounds the offers to one member in one join: the first,
 	// and again when our endpoints changed (the public one learned).
 	maxOffers = 3
+	// maxUnanswered bounds the members remembered as not answering.
+	maxUnanswered = 64
 	// maxAnswerDials bounds the dials toward offering joiners at a time:
 	// anyone with an account on the server can send offers.
 	maxAnswerDials = 8
@@ -77,8 +79,12 @@ type rendezvousState struct {
 	fetchGap  time.Duration
 	nextFetch time.Time
 	picked    []*rendezvousPick
-	answering []*link.Dial
-	stats     RendezvousStatus
+	// unanswered are members picked before that no link came of: cards
+	// of members that are gone stay on the list until newer ones push
+	// them out, so the next picks try the others first.
+	unanswered []nid.ID
+	answering  []*link.Dial
+	stats      RendezvousStatus
 }
 
 // rendezvousPick is a member a joiner offered its card to.
@@ -138,7 +144,14 @@ func (n *Node) rendezvousTick(now time.Time) {
 		r.picked = nil
 	}
 	r.picked = slices.DeleteFunc(r.picked, func(p *rendezvousPick) bool {
-		return !slices.Contains(n.ov.contacts, p.contact) && n.upLink(p.id) == nil
+		gone := !slices.Contains(n.ov.contacts, p.contact) && n.upLink(p.id) == nil
+		if gone && !slices.Contains(r.unanswered, p.id) {
+			r.unanswered = append(r.unanswered, p.id)
+			if len(r.unanswered) > maxUnanswered {
+				r.unanswered = r.unanswered[1:]
+			}
+		}
+		return gone
 	})
 	for _, p := range r.picked {
 		if n.upLink(p.id) == nil && p.offers < maxOffers && !slices.Equal(p.offered, eps) {
@@ -146,7 +159,7 @@ func (n *Node) rendezvousTick(now time.Time) {
 		}
 	}
 	if len(n.adjacency) > 0 {
-		r.fetchGap = fetchFirst
+		r.fetchGap, r.unanswered = fetchFirst, nil
 		return
 	}
 	if r.fetching || len(r.picked) > 0 || now.Before(r.nextFetch) {
@@ -182,8 +195,15 @@ func (n *Node) RendezvousCards(members []RendezvousMember, now time.Time) {
 	})
 	n.ov.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
 	// Members with only public endpoints first: they answer whatever
-	// the joiner's NAT, and tell it its public address.
-	slices.SortStableFunc(members, func(a, b RendezvousMember) int { return boolOrder(!public(a.Card.Info), !public(b.Card.Info)) })
+	// the joiner's NAT, and tell it its public address. Members that
+	// did not answer before go last.
+	slices.SortStableFunc(members, func(a, b RendezvousMember) int {
+		ua, ub := slices.Contains(r.unanswered, a.Card.Info.ID), slices.Contains(r.unanswered, b.Card.Info.ID)
+		if ua != ub {
+			return boolOrder(ua, ub)
+		}
+		return boolOrder(!public(a.Card.Info), !public(b.Card.Info))
+	})
 	for _, m := range members[:min(len(members), r.cfg.Contacts-len(r.picked))] {
 		n.askForAddress(m.Card.Info, now)
 		p := &rendezvousPick{address: m.Address, id: m.Card.Info.ID}

@@ -127,3 +127,24 @@ func TestRendezvousOffersDialAtMostAFewAtOnce(t *testing.T) {
 		t.Errorf("%d dials toward offering nodes left after they failed", got)
 	}
 }
+
+// TestRendezvousJoinsPastCardsOfMembersThatAreGone: cards of members that
+// are gone stay on the list; a joiner that picked them tries others next.
+func TestRendezvousJoinsPastCardsOfMembersThatAreGone(t *testing.T) {
+	w := newTestNet(t, 0, 9)
+	w.cards = newCardServer(w)
+	w.rendezvous = RendezvousConfig{Enabled: true}
+	for i := range 2 {
+		n := w.add(fmt.Sprintf("n%d", i), uint64(900+i), OverlayConfig{StabilizeEvery: time.Second})
+		n.node.RendezvousUp(true, w.now)
+		w.advance(2*time.Second, 250*time.Millisecond)
+	}
+	for i := range 12 {
+		gone := overlay.Info{ID: nid.ID{0xee, byte(i)}, Endpoints: []netip.AddrPort{netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, 2, byte(200 + i)}), 4000)}}
+		w.cards.cards[fmt.Sprintf("gone%d", i)] = overlay.Card{Kind: overlay.CardPublished, Info: gone}
+	}
+	joiner := w.add("joiner", 999, OverlayConfig{StabilizeEvery: time.Second})
+	joiner.node.RendezvousUp(true, w.now)
+	took := w.settle(t, 5*time.Minute)
+	t.Logf("joined after %v and %d reads of the list", took, w.cards.fetches["joiner"])
+}

@@ -213,7 +213,7 @@ func (x *xmppRendezvous) connect(ctx context.Context) (*xmpp.Session, error) {
 }
 
 // serve handles incoming cards and the core's requests until the session
-// ends or ctx does; then it takes this node's card off the list.
+// ends or ctx does.
 func (x *xmppRendezvous) serve(ctx context.Context, s *xmpp.Session, d *Daemon) error {
 	served := make(chan error, 1)
 	go func() {
@@ -225,12 +225,9 @@ func (x *xmppRendezvous) serve(ctx context.Context, s *xmpp.Session, d *Daemon) 
 	for {
 		select {
 		case <-ctx.Done():
-			bye, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			err := pubsub.DeleteIQ(bye, s, stanza.IQ{To: x.cfg.PubSubService}, x.cfg.Node, d.node.Self().String(), false)
-			cancel()
-			if err != nil {
-				x.log.Debug("XMPP rendezvous: card not taken off the list", "err", err)
-			}
+			// The card stays on the list (prosody lets no member retract
+			// items): newer cards push it out, and a joiner that picks a
+			// member that is gone tries the others.
 			s.Close()
 			return ctx.Err()
 		case err := <-served:
