@@ -250,6 +250,12 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 		t.Logf("%s: nat %s, reflexive %v; %d cards listed, %d fetches, %d offers sent, %d received",
 			n.Name, st.Reach.NAT, st.Reach.Reflexive, st.Rendezvous.Listed, st.Rendezvous.Fetches, st.Rendezvous.OffersSent, st.Rendezvous.OffersGot)
 		offers += st.Rendezvous.OffersSent
+		if st.Reach.Beacon != "" || len(n.Config.Beacons) > 0 || len(n.Config.Overlay.Bootstrap) > 0 {
+			t.Fatalf("%s has a beacon or a bootstrap address", n.Name)
+		}
+		if xmppKind(n) != "public" && len(st.Reach.Reflexive) == 0 {
+			t.Errorf("%s behind a NAT learned no public address from the public members", n.Name)
+		}
 	}
 	// A join costs a few cards, not one per member.
 	if max := uint64(len(nw.Nodes) * maxOffersPerJoin); offers > max {
@@ -295,6 +301,11 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 		}
 	}
 	pingAll(t, nw.Nodes, 30*time.Second)
+	n := nw.Nodes[2]
+	out, err = n.Host.Run(ctxFor(t, 10*time.Second), burrowBin, "status", "--socket", n.Config.ControlSocket)
+	if err != nil || !strings.Contains(string(out), "xmpp      eim1@"+xmppDomain) || !strings.Contains(string(out), "not connected (links that are up stay up)") {
+		t.Errorf("burrow status does not show the server away: %v\n%s", err, out)
+	}
 
 	// Back: the members reconnect by themselves.
 	server.start(t)
