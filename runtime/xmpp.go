@@ -20,6 +20,7 @@ import (
 	"mellium.im/xmpp"
 	"mellium.im/xmpp/form"
 	"mellium.im/xmpp/jid"
+	"mellium.im/xmpp/ping"
 	"mellium.im/xmpp/pubsub"
 	"mellium.im/xmpp/stanza"
 
@@ -68,6 +69,7 @@ const (
 	xmppRetryFirst = time.Second
 	xmppRetryMax   = time.Minute
 	xmppTimeout    = 10 * time.Second
+	xmppPingEvery  = 30 * time.Second
 	// xmppQueue bounds the core's requests waiting for the server.
 	xmppQueue = 64
 )
@@ -222,8 +224,20 @@ func (x *xmppRendezvous) serve(ctx context.Context, s *xmpp.Session, d *Daemon) 
 		}))
 	}()
 	defer s.Conn().Close()
+	alive := time.NewTicker(xmppPingEvery)
+	defer alive.Stop()
 	for {
 		select {
+		case <-alive.C:
+			// A server that vanished without closing the stream is
+			// noticed here, not when the next joiner needs it.
+			pctx, cancel := context.WithTimeout(ctx, xmppTimeout)
+			err := ping.Send(pctx, s, x.cfg.Account.Domain())
+			cancel()
+			var se stanza.Error
+			if err != nil && !errors.As(err, &se) {
+				return fmt.Errorf("the server stopped answering pings: %w", err)
+			}
 		case <-ctx.Done():
 			// The card stays on the list (prosody lets no member retract
 			// items): newer cards push it out, and a joiner that picks a
