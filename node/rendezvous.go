@@ -271,8 +271,13 @@ func (n *Node) askForAddress(in overlay.Info, now time.Time) {
 	}
 }
 
-// rendezvousLinkUp retires the dials toward a joiner once linked.
+// rendezvousLinkUp retires the dials toward a joiner once linked, and
+// makes a peer linked at a public address one of the STUN servers: a
+// node that others contacted first picked no one to ask.
 func (n *Node) rendezvousLinkUp(l *link.Link) {
+	if ep := l.Endpoint(); n.rv.on && ep.Via == link.UDP && !ep.IsRelay() && publicAddr(ep.Addr.Addr()) {
+		n.reach.prober.AddServer(ep.Addr, maxSTUNServers, n.now)
+	}
 	n.rv.answering = slices.DeleteFunc(n.rv.answering, func(d *link.Dial) bool {
 		if d.Peer == l.Peer.ID {
 			n.links.RemoveDial(d)

@@ -170,6 +170,11 @@ func (x *xmppRendezvous) run(ctx context.Context, d *Daemon) {
 			continue
 		}
 		retry = xmppRetryFirst
+		// What the core asked for while the server was away is stale:
+		// told the server is back, it publishes and reads afresh.
+		for len(x.requests) > 0 {
+			<-x.requests
+		}
 		x.setConnected(true, nil)
 		x.log.Info("XMPP rendezvous connected", "server", x.cfg.Server, "as", s.LocalAddr(), "pubsub", x.cfg.PubSub, "node", x.cfg.Node)
 		d.toCore(ctx, func() { d.node.RendezvousUp(true, time.Now()) })
