@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"burrow/config"
+	"burrow/nid"
+	"burrow/overlay"
 )
 
 // xmppConfig is a valid rendezvous section from YAML, as Load makes it.
@@ -60,4 +63,24 @@ func TestXMPPSettingsErrorsNameTheField(t *testing.T) {
 	if _, err := x.connect(ctx); err == nil || !strings.Contains(err.Error(), "rendezvous.xmpp.server") || !strings.Contains(err.Error(), closed) {
 		t.Errorf("connecting to a closed port: %v, want an error naming the server and rendezvous.xmpp.server", err)
 	}
+}
+
+// FuzzDecodeCard: the text of a card element from the XMPP server is
+// decoded without panicking, and what decodes is a card that encodes back
+// to the same bytes.
+func FuzzDecodeCard(f *testing.F) {
+	card := overlay.Card{Kind: overlay.CardOffer, Info: overlay.Info{ID: nid.ID{1}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820")}}}
+	f.Add(encodeCard(card))
+	f.Add(" " + encodeCard(card) + "\n")
+	f.Add("not base64")
+	f.Fuzz(func(t *testing.T, text string) {
+		c, err := decodeCard(text)
+		if err != nil {
+			return
+		}
+		again, err := decodeCard(encodeCard(c))
+		if err != nil || encodeCard(again) != encodeCard(c) {
+			t.Fatalf("%q decoded to %+v, which does not survive encoding: %v", text, c, err)
+		}
+	})
 }
