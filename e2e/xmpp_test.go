@@ -222,9 +222,22 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 	if err := os.WriteFile(cfgPath, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := xh.Run(ctxFor(t, 30*time.Second), burrowBin, "xmpp", "create-node", "-c", cfgPath, "--jid", "admin@"+xmppDomain, "--password-file", adminPass)
-	if err != nil || !strings.Contains(string(out), "created node burrow-xmpp") {
+	createNode := func(passwordFile string) (string, error) {
+		out, err := xh.Run(ctxFor(t, 30*time.Second), burrowBin, "xmpp", "create-node", "-c", cfgPath, "--jid", "admin@"+xmppDomain, "--password-file", passwordFile)
+		return string(out), err
+	}
+	wrong := filepath.Join(server.dir, "wrong.pass")
+	if err := os.WriteFile(wrong, []byte("not the password\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := createNode(wrong); err == nil || !strings.Contains(out, "check rendezvous.xmpp.jid and its password") {
+		t.Errorf("a wrong password: %v, %s; want an error pointing at the JID and password", err, out)
+	}
+	if out, err := createNode(adminPass); err != nil || !strings.Contains(out, "created node burrow-xmpp") {
 		t.Fatalf("burrow xmpp create-node: %v\n%s", err, out)
+	}
+	if out, err := createNode(adminPass); err != nil || !strings.Contains(out, "exists already") {
+		t.Errorf("burrow xmpp create-node again: %v\n%s", err, out)
 	}
 
 	start := time.Now()
@@ -302,7 +315,7 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 	}
 	pingAll(t, nw.Nodes, 30*time.Second)
 	n := nw.Nodes[2]
-	out, err = n.Host.Run(ctxFor(t, 10*time.Second), burrowBin, "status", "--socket", n.Config.ControlSocket)
+	out, err := n.Host.Run(ctxFor(t, 10*time.Second), burrowBin, "status", "--socket", n.Config.ControlSocket)
 	if err != nil || !strings.Contains(string(out), "xmpp      eim1@"+xmppDomain) || !strings.Contains(string(out), "not connected (links that are up stay up)") {
 		t.Errorf("burrow status does not show the server away: %v\n%s", err, out)
 	}
