@@ -43,6 +43,8 @@ type Config struct {
 	Beacons []BeaconRef `yaml:"beacons"`
 	// Beacon turns this node into a beacon for others.
 	Beacon BeaconMode `yaml:"beacon"`
+	// Rendezvous names servers for first contact without a beacon.
+	Rendezvous Rendezvous `yaml:"rendezvous"`
 	// TURN adds a standard TURN server's relay as a candidate.
 	TURN *TURN `yaml:"turn"`
 	NAT  NAT   `yaml:"nat"`

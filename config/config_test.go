@@ -82,6 +82,17 @@ func TestErrorsNameTheField(t *testing.T) {
 		{minimal + "turn: {server: nowhere}\n", "turn.server"},
 		{minimal + "turn: {server: \"192.0.2.1:3478\"}\n", "turn.username"},
 		{minimal + "relay: {max_rate: -1}\n", "relay.max_rate"},
+		{minimal + "rendezvous: {xmpp: {jid: example.org, password: p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.jid"},
+		{minimal + "rendezvous: {xmpp: {jid: \"a@example.org/laptop\", password: p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.jid"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, server: example.org, password: p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.server"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, server: \"example.org:99999\", password: p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.server"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.password"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, password: p, password_file: /etc/p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.password_file"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, password: p}}\n", "rendezvous.xmpp.pubsub"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, password: p, pubsub: \"x@pubsub.example.org\"}}\n", "rendezvous.xmpp.pubsub"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, password: p, pubsub: pubsub.example.org, max_items: 100000}}\n", "rendezvous.xmpp.max_items"},
+		{minimal + "rendezvous: {xmpp: {jid: a@example.org, password: p, pubsub: pubsub.example.org, contacts: -1}}\n", "rendezvous.xmpp.contacts"},
+		{minimal + "overlay: {enabled: false}\nrendezvous: {xmpp: {jid: a@example.org, password: p, pubsub: pubsub.example.org}}\n", "rendezvous.xmpp.jid"},
 		{minimal + "services: {dns: {enabled: true}}\n", "services.network"},
 		{minimal + "services: {network: 10.99.0.0}\n", "services.network"},
 		{minimal + "services: {network: 10.99.0.0/24, dhcp: {enabled: true, range: 10.99.0.9}}\n", "services.dhcp.range"},
@@ -137,5 +148,19 @@ func TestUnknownFieldIsAnError(t *testing.T) {
 	_, err := Parse([]byte(minimal + "lisen: 0.0.0.0:1\n"))
 	if err == nil || !strings.Contains(err.Error(), "lisen") {
 		t.Fatalf("typo not reported: %v", err)
+	}
+}
+
+func TestXMPPRendezvousGetsDefaults(t *testing.T) {
+	c, err := Parse([]byte(minimal + "rendezvous: {xmpp: {jid: node1@xmpp.example.org, password_file: /etc/burrow/xmpp.pass, pubsub: pubsub.xmpp.example.org}}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := c.Rendezvous.XMPP
+	if x.Server != "xmpp.example.org:5222" || x.Node != "burrow-demo" || x.MaxItems != DefaultXMPPMaxItems || x.Contacts != DefaultXMPPContacts || x.Account.Localpart() != "node1" {
+		t.Fatalf("defaults not applied: %+v", x)
+	}
+	if strings.Contains(x.String(), "xmpp.pass") {
+		t.Fatalf("String shows the password file: %s", x)
 	}
 }

@@ -81,6 +81,9 @@ func (c *Config) validate() error {
 			return fieldErr("turn.username", "TURN needs long-term credentials: username and password")
 		}
 	}
+	if err := c.validateRendezvous(); err != nil {
+		return err
+	}
 	if c.NAT.PunchBudget > 4096 {
 		return fieldErr("nat.punch_budget", "%d probes per dial is a flood; at most 4096", c.NAT.PunchBudget)
 	}

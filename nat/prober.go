@@ -51,6 +51,17 @@ func NewProber(servers, local []netip.AddrPort, every time.Duration, rand io.Rea
 		pending: make(map[TxID]netip.AddrPort), seen: make(map[netip.AddrPort]netip.AddrPort)}
 }
 
+// AddServer asks server too from now on, at once; it reports false when
+// server was known already or the prober holds max servers.
+func (p *Prober) AddServer(server netip.AddrPort, max int, now time.Time) bool {
+	if slices.Contains(p.servers, server) || len(p.servers) >= max {
+		return false
+	}
+	p.servers = append(p.servers, server)
+	p.next = now
+	return true
+}
+
 // Request is a binding request to send.
 type Request struct {
 	To  netip.AddrPort

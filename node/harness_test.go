@@ -40,6 +40,10 @@ type testNet struct {
 	firewalls map[string]*firewall.Firewall
 	// addresses are the fixed addresses of nodes' certificates by name.
 	addresses map[string][]netip.Prefix
+	// cards, when set, is the rendezvous server of nodes added after it
+	// is, and rendezvous their configuration.
+	cards      *cardServer
+	rendezvous RendezvousConfig
 }
 
 type packet struct {
@@ -126,10 +130,11 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		Revocations: RevocationConfig{Verify: w.verifyRevocation, Learned: func(raw []byte, r RevokedNode) {
 			tn.learnedRevocations = append(tn.learnedRevocations, r)
 		}},
-		MAC:      tn.mac,
-		Overlay:  ov,
-		Reach:    reach,
-		Firewall: w.firewalls[name],
+		MAC:        tn.mac,
+		Overlay:    ov,
+		Reach:      reach,
+		Rendezvous: w.rendezvous,
+		Firewall:   w.firewalls[name],
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)
@@ -171,6 +176,9 @@ func (w *testNet) drain() {
 				progressed = true
 			}
 			n.worker.Tx.Flush()
+		}
+		if w.cards != nil && w.cards.deliver() {
+			progressed = true
 		}
 		if len(w.queue) == 0 {
 			if !progressed {

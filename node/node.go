@@ -69,6 +69,8 @@ type Config struct {
 	// members whose direct path failed; 0 relays nothing.
 	RelayRate float64
 	Reach     ReachConfig
+	// Rendezvous is first contact through a rendezvous server.
+	Rendezvous RendezvousConfig
 	// Revocations are the CA's revocations: which members no one may link
 	// to any more.
 	Revocations RevocationConfig
@@ -113,6 +115,7 @@ type Node struct {
 	ov        overlayState
 	rev       revocationState
 	reach     reachState
+	rv        rendezvousState
 	topo      topologyState
 	svc       servicesState
 	groups    groupsState
@@ -178,6 +181,7 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.self = n.links.Self()
 	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace, fw: cfg.Firewall}
 	n.initReach(now)
+	n.initRendezvous()
 	n.initOverlay(now)
 	if err := n.initServices(now); err != nil {
 		return nil, err
@@ -245,6 +249,7 @@ func (n *Node) Tick(now time.Time) {
 	n.now = now
 	n.links.Tick(now)
 	n.reachTick(now)
+	n.rendezvousTick(now)
 	n.overlayTick(now)
 	n.topologyTick(now)
 	n.servicesTick(now)
@@ -317,7 +322,7 @@ func (e *linkEvents) LinkHealth(*link.Link) { (*Node)(e).setAdjacency() }
 func (e *linkEvents) DialFailed(d *link.Dial) {
 	n := (*Node)(e)
 	n.log.Debug("giving up dial", "endpoints", d.Endpoints, "peer", d.Peer.Short(), "err", d.LastError)
-	if n.beaconDialFailed(d) {
+	if n.beaconDialFailed(d) || n.rendezvousDialFailed(d) {
 		return
 	}
 	n.overlayDialFailed(d, n.now)
@@ -327,6 +332,7 @@ func (e *linkEvents) LinkUp(l *link.Link) {
 	n := (*Node)(e)
 	n.log.Info("link up", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "endpoint", l.Endpoint(), "cipher", l.Current().Cipher)
 	n.setAdjacency()
+	n.rendezvousLinkUp(l)
 	n.shareRevocations(l)
 	n.advertiseLeaves(l, l.Since)
 	n.overlayLinkUp(l, l.Since)

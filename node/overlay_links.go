@@ -68,9 +68,13 @@ func (n *Node) reconcile(now time.Time) {
 	for _, id := range sc.ids {
 		ps := n.peer(id)
 		if info, ok := o.ring.Lookup(id); ok && len(info.Endpoints) > 0 {
+			ps.info.Endpoints, ps.info.TURN = info.Endpoints, info.TURN
 			// Its relays too: with the beacon gone, the members it named
-			// are how a pair that cannot go direct links again.
-			ps.info.Endpoints, ps.info.Relays, ps.info.TURN = info.Endpoints, info.Relays, info.TURN
+			// are how a pair that cannot go direct links again, and the
+			// only way to a peer behind a symmetric NAT.
+			if len(info.Relays) > 0 {
+				ps.info.Relays = info.Relays
+			}
 		}
 		if n.links.Links()[id] == nil {
 			n.dialPeer(ps, now)

@@ -23,10 +23,12 @@ type Status struct {
 	Floods      FloodStatus       `json:"floods"`
 	Overlay     OverlayStatus     `json:"overlay"`
 	Reach       ReachStatus       `json:"reach"`
-	Relayed     uint64            `json:"relayed_for_others"`
-	RelayPairs  []RelayedPair     `json:"relayed_pairs,omitempty"`
-	Services    ServicesStatus    `json:"services"`
-	Groups      GroupsStatus      `json:"groups"`
+	// Rendezvous is nil when the node uses no rendezvous server.
+	Rendezvous *RendezvousStatus `json:"rendezvous,omitempty"`
+	Relayed    uint64            `json:"relayed_for_others"`
+	RelayPairs []RelayedPair     `json:"relayed_pairs,omitempty"`
+	Services   ServicesStatus    `json:"services"`
+	Groups     GroupsStatus      `json:"groups"`
 	// Settings are the network-wide settings in force here, when any are.
 	Settings *SettingsStatus `json:"settings,omitempty"`
 	// Revoked are the members the CA revoked that this node knows of.
@@ -145,6 +147,7 @@ func (n *Node) Status() Status {
 	st.Floods = FloodStatus{Started: n.stats.FloodsStarted.Load(), Received: n.stats.FloodsReceived.Load(), Forwarded: n.stats.FloodsForwarded.Load()}
 	st.Overlay = n.Overlay()
 	st.Reach = n.reachStatus()
+	st.Rendezvous = n.rendezvousStatus()
 	st.Relayed = n.stats.Relayed.Load()
 	st.RelayPairs = n.dp.relay.snapshot()
 	st.Services = n.servicesStatus(n.now)

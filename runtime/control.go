@@ -35,6 +35,8 @@ type Status struct {
 	// Publications are the members' services this node exposes to
 	// non-members, as their gateway.
 	Publications []publish.Status `json:"publications,omitempty"`
+	// XMPP is the rendezvous server's client, when configured.
+	XMPP *XMPPStatus `json:"xmpp,omitempty"`
 	node.Status
 }
 
@@ -98,6 +100,10 @@ func (d *Daemon) Status() (Status, error) {
 			}
 		}
 		st.Publications = d.gateway.Status()
+		if d.xmpp != nil {
+			x := d.xmpp.Status()
+			st.XMPP = &x
+		}
 		if dns := d.cfg.Services.DNS; dns.Enabled {
 			st.Resolver = &ResolverStatus{Address: dns.Addr.String(), Domain: dns.Domain}
 		}

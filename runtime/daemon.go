@@ -71,6 +71,8 @@ type Daemon struct {
 	revocations *revocations
 	// gateway exposes the services of members this node publishes.
 	gateway *publish.Gateway
+	// xmpp is the client of the XMPP rendezvous server, when configured.
+	xmpp *xmppRendezvous
 	// receiveAQM is the socket reader's CoDel, read by Status.
 	receiveAQM *codel.CoDel
 	// stop ends the waits of the data path's pinned loops.
@@ -186,6 +188,11 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	if cfg.Firewall != nil {
 		d.firewall = firewall.New(cfg.Firewall.Policy)
 	}
+	if x := cfg.Rendezvous.XMPP; x != nil {
+		if d.xmpp, err = newXMPPRendezvous(x, log); err != nil {
+			return nil, err
+		}
+	}
 	d.node, err = node.New(node.Config{
 		Name:     cert.Name,
 		Services: services,
@@ -208,6 +215,7 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		Peers:       peers,
 		RelayRate:   cfg.RelayRate(),
 		Reach:       reachConfig(cfg),
+		Rendezvous:  rendezvousConfig(cfg),
 		Revocations: d.revocations.config(),
 		Firewall:    d.firewall,
 		MaxMACs:     cfg.Switch.MaxMACs,
@@ -282,6 +290,13 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 		go d.runTAPReader(d.dev.Queue(i), q, d.tapBells[i])
 		go d.runTAPWorker(q, d.tapBells[i])
 	}
+	if d.xmpp != nil {
+		d.wg.Add(1)
+		go func() {
+			defer d.wg.Done()
+			d.xmpp.run(ctx, d)
+		}()
+	}
 	go d.control.serve()
 	return d, nil
 }
@@ -311,11 +326,20 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 }
 
 func reachConfig(cfg *config.Config) node.ReachConfig {
-	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled, PunchBudget: cfg.NAT.Budget()}
+	// Without a beacon, members that find each other through a
+	// rendezvous server tell each other their public addresses.
+	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled || cfg.Rendezvous.XMPP != nil, PunchBudget: cfg.NAT.Budget()}
 	for _, b := range cfg.Beacons {
 		r.Beacons = append(r.Beacons, node.Beacon{Addr: b.Addr, WebSocket: b.WebSocket != ""})
 	}
 	return r
+}
+
+func rendezvousConfig(cfg *config.Config) node.RendezvousConfig {
+	if x := cfg.Rendezvous.XMPP; x != nil {
+		return node.RendezvousConfig{Enabled: true, Contacts: x.Contacts}
+	}
+	return node.RendezvousConfig{}
 }
 
 func overlayConfig(cfg *config.Config, listen netip.AddrPort, tapName string) node.OverlayConfig {

@@ -370,6 +370,20 @@ beacon:
     # cert: ""
     # key: ""
 
+# An XMPP server for first contact without a beacon (README: Meeting
+# through an XMPP server); accounts prove nothing, certificates do:
+# rendezvous:
+#   xmpp:
+#     server: xmpp.example.org:5222   # default the JID's domain, port 5222
+#     jid: NAME@xmpp.example.org
+#     password: ""                    # or:
+#     password_file: /etc/burrow/xmpp.pass
+#     ca: ""                          # the server certificate's CA; default the system's
+#     pubsub: pubsub.xmpp.example.org
+#     node: burrow-NETWORK            # the list of the members' cards
+#     max_items: 32                   # cards it keeps and a joiner reads
+#     contacts: 3                     # members a node without a link asks
+
 # A standard TURN server whose relay becomes a candidate path:
 # turn:
 #   server: 203.0.113.20:3478

@@ -71,6 +71,9 @@ func printStatus(w io.Writer, st *runtime.Status) {
 			p.Listen, p.Member, p.Service, p.Serial, p.Source, p.NotAfter.Format(time.DateOnly), p.Open, p.Accepted, p.Failed, p.Rejected,
 			bytesHuman(uint64(p.BytesIn)), bytesHuman(uint64(p.BytesOut)))
 	}
+	if x := st.XMPP; x != nil {
+		fmt.Fprintf(w, "xmpp      %s\n", xmppLine(x, st.Rendezvous, time.Now()))
+	}
 	if ov := st.Overlay; ov.Enabled {
 		kinds := map[string]int{}
 		for _, l := range ov.Links {
@@ -162,4 +165,21 @@ func bytesHuman(n uint64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// xmppLine says whether the rendezvous server is reachable and what went
+// through it; while it is away, links that are up stay up.
+func xmppLine(x *runtime.XMPPStatus, rv *node.RendezvousStatus, now time.Time) string {
+	state := "connected for " + now.Sub(x.Since).Round(time.Second).String()
+	if !x.Connected {
+		state = "not connected (links that are up stay up)"
+		if x.LastError != "" {
+			state += ": " + x.LastError
+		}
+	}
+	line := fmt.Sprintf("%s at %s, node %s: %s", x.JID, x.Server, x.Node, state)
+	if rv != nil {
+		line += fmt.Sprintf("; %d cards listed, %d offers sent, %d received", rv.Listed, rv.OffersSent, rv.OffersGot)
+	}
+	return line
 }
