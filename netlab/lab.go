@@ -20,6 +20,9 @@ var (
 	// PrivateLANRange holds the LANs behind NAT routers, one /24 each; it
 	// stays clear of the low 10.x ranges an overlay under test may use.
 	PrivateLANRange = netip.MustParsePrefix("10.200.0.0/16")
+	// InternetRange6 addresses the internet hosts given IPv6 (AddIPv6):
+	// global unicast from the documentation prefix, 2001:db8::/32.
+	InternetRange6 = netip.MustParsePrefix("2001:db8:b0::/64")
 )
 
 // Options configures a lab. The zero value is ready to use.
@@ -51,6 +54,7 @@ type Lab struct {
 	attached   []*Host
 	publicLANs []*Site
 	hostCount  int
+	host6Count int
 	siteCount  int
 	portCount  int
 	logCount   int

@@ -76,8 +76,13 @@ type Host struct {
 	// Addr is the host's address: on the internet for internet hosts and
 	// routers (a router's WAN address), on the LAN for site hosts.
 	Addr netip.Addr
+	// Addr6 is the host's global IPv6 address on the internet, once
+	// AddIPv6 gave it one.
+	Addr6 netip.Addr
 
 	lab *Lab
+	// inetIf is the host's interface on the internet bridge, if it has one.
+	inetIf string
 }
 
 // Site is a LAN behind a router.
@@ -297,6 +302,39 @@ func (l *Lab) attachToInternet(h *Host, ifname string) error {
 		return err
 	}
 	l.attached = append(l.attached, h)
+	h.inetIf = ifname
+	return nil
+}
+
+// AddIPv6 gives an internet host a global IPv6 address from InternetRange6
+// beside its IPv4 one, and an IPv6 default route: dual stack, as a cloud
+// machine has. Hosts without it keep IPv4 alone (and only the link-local
+// IPv6 address the kernel gives every interface).
+func (h *Host) AddIPv6() error {
+	l := h.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h.inetIf == "" {
+		return fmt.Errorf("netlab: %s is not on the internet", h.Name)
+	}
+	if h.Addr6.IsValid() {
+		return nil
+	}
+	l.host6Count++
+	addr := InternetRange6.Addr()
+	for range l.host6Count {
+		addr = addr.Next()
+	}
+	for _, args := range [][]string{
+		// nodad: the address is usable at once, not after duplicate detection.
+		{"-n", h.Namespace, "-6", "addr", "add", netip.PrefixFrom(addr, InternetRange6.Bits()).String(), "dev", h.inetIf, "nodad"},
+		{"-n", h.Namespace, "-6", "route", "add", "default", "dev", h.inetIf},
+	} {
+		if err := runIP(args...); err != nil {
+			return err
+		}
+	}
+	h.Addr6 = addr
 	return nil
 }
 

@@ -35,7 +35,7 @@ func (s *setupFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.dir, "dir", defaultConfigDir, "configuration directory")
 	f.StringVar(&s.state, "state", defaultNodeStateDir, "state directory for node.key")
 	f.StringVar(&s.instance, "instance", "", "name of this network on this machine, to run several side by side (see burrow@.service)")
-	f.StringVar(&s.listen, "listen", config.DefaultListen, "UDP address:port of the node; each network on a machine needs its own")
+	f.StringVar(&s.listen, "listen", config.DefaultListen, "UDP address:port of the node ([::] serves IPv4 and IPv6); each network on a machine needs its own")
 	f.StringVar(&s.logLevel, "log-level", "", "log.level to write into the configuration: debug, info, warn or error")
 }
 
