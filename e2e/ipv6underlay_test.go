@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"burrow/config"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
 	"burrow/netlab/labtest"
@@ -17,13 +18,16 @@ import (
 // for IPv4, pings passing again.
 const ipv6FallbackBound = 10 * time.Second
 
-// TestIPv6Underlay: three public hosts, two of them dual-stack (IPv4 and a
-// global IPv6 address from the documentation prefix) and one with IPv4
-// alone; every node listens on [::] and advertises nothing by hand. The
-// dual-stack pair links directly over IPv6, the IPv4-only member reaches
-// both over IPv4, and every pair pings. Then IPv6 is dropped in one of
-// the pair's namespaces (ip6tables, both directions): their link moves to
-// IPv4 and pings pass again within ipv6FallbackBound.
+// TestIPv6Underlay: three public hosts, two of them dual-stack (IPv4 and
+// a global IPv6 address from the documentation prefix) and one, the
+// beacon, with IPv4 alone; and two hosts behind symmetric NATs whose sites
+// also route global IPv6 (no NAT66; the routers' firewalls let nothing new
+// in, for IPv6 too). Every node listens on [::] and advertises nothing by
+// hand. The four dual-stack nodes link directly over IPv6 — the NATed pair
+// too, which over IPv4 would need a relay — and the IPv4-only member
+// reaches all of them over IPv4; every pair pings. Then IPv6 is dropped in
+// one namespace (ip6tables, both directions): its links move to IPv4 and
+// pings pass again within ipv6FallbackBound.
 func TestIPv6Underlay(t *testing.T) {
 	if _, err := exec.LookPath("ip6tables"); err != nil {
 		t.Skip("skipping: ip6tables is not installed (apt-get install iptables)")
@@ -34,7 +38,16 @@ func TestIPv6Underlay(t *testing.T) {
 		t.Fatal(err)
 	}
 	var nodes []*cluster.Node
-	for i, name := range []string{"four", "sixa", "sixb"} {
+	add := func(host *netlab.Host, name string) *cluster.Node {
+		node, err := nw.AddNode(host, name, virtual(len(nodes)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Config.Listen = fmt.Sprintf("[::]:%d", cluster.Port)
+		nodes = append(nodes, node)
+		return node
+	}
+	for _, name := range []string{"four", "sixa", "sixb"} {
 		host, err := lab.AddHost(name)
 		if err != nil {
 			t.Fatal(err)
@@ -44,40 +57,65 @@ func TestIPv6Underlay(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		node, err := nw.AddNode(host, name, virtual(i))
+		add(host, name)
+	}
+	for _, name := range []string{"syma", "symb"} {
+		site, err := lab.AddSite(name, netlab.Symmetric)
 		if err != nil {
 			t.Fatal(err)
 		}
-		node.Config.Listen = fmt.Sprintf("[::]:%d", cluster.Port)
-		node.Config.Links.Keepalive = 500 * time.Millisecond
-		node.Config.Links.DeadAfter = 3 * time.Second
-		node.Config.Overlay.Successors = 2 // a full mesh of three
-		node.Config.Overlay.Stabilize = time.Second
-		nodes = append(nodes, node)
+		if err := site.AddIPv6(); err != nil {
+			t.Fatal(err)
+		}
+		host, err := site.AddHost(name + "h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		add(host, name)
 	}
-	four, sixa, sixb := nodes[0], nodes[1], nodes[2]
-	for _, n := range nodes[1:] {
-		n.Config.Overlay.Bootstrap = []string{four.Endpoint().String()}
+	four, sixa, sixb, syma, symb := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4]
+	four.Config.Beacon.Enabled = true
+	for _, n := range nodes {
+		n.Config.Links.Keepalive = 500 * time.Millisecond
+		n.Config.Links.DeadAfter = 3 * time.Second
+		n.Config.Overlay.Successors = len(nodes) - 1 // a full mesh
+		n.Config.Overlay.Stabilize = time.Second
+		if n != four {
+			n.Config.Beacons = []config.BeaconRef{{Address: four.Endpoint().String()}}
+		}
 	}
 	startAll(t, nw)
 
-	v6a, v6b := netip.AddrPortFrom(sixa.Host.Addr6, cluster.Port), netip.AddrPortFrom(sixb.Host.Addr6, cluster.Port)
-	ctx := ctxFor(t, 30*time.Second)
-	if err := cluster.WaitFor(ctx, "sixa and sixb linked directly over IPv6", func() bool {
-		return linkEndpoint(t, sixa, sixb) == v6b && linkEndpoint(t, sixb, sixa) == v6a
-	}); err != nil {
-		t.Fatalf("%v: sixa sees sixb at %v, sixb sees sixa at %v", err, linkEndpoint(t, sixa, sixb), linkEndpoint(t, sixb, sixa))
+	at6 := func(n *cluster.Node) netip.AddrPort { return netip.AddrPortFrom(n.Host.Addr6, cluster.Port) }
+	ctx := ctxFor(t, 45*time.Second)
+	dual := nodes[1:]
+	for i, a := range dual {
+		for _, b := range dual[i+1:] {
+			if err := cluster.WaitFor(ctx, a.Name+" and "+b.Name+" linked directly over IPv6", func() bool {
+				return linkEndpoint(t, a, b) == at6(b) && linkEndpoint(t, b, a) == at6(a)
+			}); err != nil {
+				t.Errorf("%v: %s sees %s at %v, %s sees %s at %v", err, a.Name, b.Name, linkEndpoint(t, a, b), b.Name, a.Name, linkEndpoint(t, b, a))
+			}
+		}
 	}
-	for _, n := range []*cluster.Node{sixa, sixb} {
+	for _, n := range dual {
 		if err := cluster.WaitFor(ctx, four.Name+" and "+n.Name+" linked over IPv4", func() bool {
-			return linkEndpoint(t, four, n) == n.Endpoint() && linkEndpoint(t, n, four) == four.Endpoint()
+			return linkEndpoint(t, four, n).Addr().Is4() && linkEndpoint(t, n, four) == four.Endpoint()
 		}); err != nil {
 			t.Errorf("%v: %s sees %s at %v, %s sees %s at %v", err, four.Name, n.Name, linkEndpoint(t, four, n), n.Name, four.Name, linkEndpoint(t, n, four))
 		}
 	}
+	if t.Failed() {
+		t.FailNow()
+	}
 	pingAll(t, nodes, 30*time.Second)
-	t.Logf("sixa sees sixb at %v, sixb sees sixa at %v; four sees them at %v and %v",
-		linkEndpoint(t, sixa, sixb), linkEndpoint(t, sixb, sixa), linkEndpoint(t, four, sixa), linkEndpoint(t, four, sixb))
+	for _, a := range nodes {
+		for _, b := range nodes {
+			if a != b {
+				t.Logf("%s sees %s at %v", a.Name, b.Name, linkEndpoint(t, a, b))
+			}
+		}
+	}
 
 	for _, chain := range []string{"INPUT", "OUTPUT"} {
 		if _, err := sixa.Host.Run(ctxFor(t, 10*time.Second), "ip6tables", "-w", "-A", chain, "-j", "DROP"); err != nil {
@@ -86,17 +124,29 @@ func TestIPv6Underlay(t *testing.T) {
 	}
 	dropped := time.Now()
 	ctx = ctxFor(t, ipv6FallbackBound)
-	if err := cluster.WaitFor(ctx, "sixa and sixb back on IPv4, pinging", func() bool {
-		if linkEndpoint(t, sixa, sixb) != sixb.Endpoint() || linkEndpoint(t, sixb, sixa) != sixa.Endpoint() {
-			return false
+	for _, b := range []*cluster.Node{sixb, symb} {
+		if err := cluster.WaitFor(ctx, "sixa and "+b.Name+" back on IPv4, pinging", func() bool {
+			if !onIPv4(sixa.PathTo(b), linkEndpoint(t, sixa, b)) || !onIPv4(b.PathTo(sixa), linkEndpoint(t, b, sixa)) {
+				return false
+			}
+			r, err := netlab.Ping(ctx, sixa.Host, b.Address.Addr(), 1, 200*time.Millisecond)
+			return err == nil && r.Received == 1
+		}); err != nil {
+			t.Fatalf("%v: sixa sees %s at %v (%s), %s sees sixa at %v (%s)", err, b.Name, linkEndpoint(t, sixa, b), sixa.PathTo(b), b.Name, linkEndpoint(t, b, sixa), b.PathTo(sixa))
 		}
-		r, err := netlab.Ping(ctx, sixa.Host, sixb.Address.Addr(), 1, 200*time.Millisecond)
-		return err == nil && r.Received == 1
-	}); err != nil {
-		t.Fatalf("%v: sixa sees sixb at %v, sixb sees sixa at %v", err, linkEndpoint(t, sixa, sixb), linkEndpoint(t, sixb, sixa))
+		t.Logf("IPv6 dropped at sixa: its link to %s is on IPv4 (%s %v) and pings pass %.1f s later", b.Name, sixa.PathTo(b), linkEndpoint(t, sixa, b), time.Since(dropped).Seconds())
 	}
-	t.Logf("IPv6 dropped at sixa: the link is on IPv4 and pings pass %.1f s later", time.Since(dropped).Seconds())
 	pingAll(t, nodes, 30*time.Second)
+	if got := linkEndpoint(t, syma, symb); got != at6(symb) {
+		t.Errorf("syma's link to symb left IPv6 for %v when sixa lost it", got)
+	}
+}
+
+// onIPv4 says a link of that path and direct endpoint (zero unless
+// direct) is up and off IPv6: direct over IPv4, or relayed by a member
+// that only has IPv4.
+func onIPv4(path string, direct netip.AddrPort) bool {
+	return path == "relay" || (path == "direct" && direct.Addr().Is4())
 }
 
 // linkEndpoint is where from's up link to to sends, as `burrow peers
