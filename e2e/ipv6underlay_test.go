@@ -15,8 +15,14 @@ import (
 )
 
 // ipv6FallbackBound is how long a link may take to leave a dead IPv6 path
-// for IPv4, pings passing again.
-const ipv6FallbackBound = 10 * time.Second
+// for IPv4, pings passing again; with links.keepalive at 0.5 s the link
+// tries IPv4 once the peer is 0.75 s overdue (or sooner, when pings go
+// unanswered), well before links.dead_after (3 s here).
+const ipv6FallbackBound = 5 * time.Second
+
+// ipv6ReturnBound is how long a link on IPv4 may take to return to IPv6
+// once it works again: the upgrade probes run at most 10 s apart.
+const ipv6ReturnBound = 15 * time.Second
 
 // TestIPv6Underlay: three public hosts, two of them dual-stack (IPv4 and
 // a global IPv6 address from the documentation prefix) and one, the
@@ -26,8 +32,9 @@ const ipv6FallbackBound = 10 * time.Second
 // hand. The four dual-stack nodes link directly over IPv6 — the NATed pair
 // too, which over IPv4 would need a relay — and the IPv4-only member
 // reaches all of them over IPv4; every pair pings. Then IPv6 is dropped in
-// one namespace (ip6tables, both directions): its links move to IPv4 and
-// pings pass again within ipv6FallbackBound.
+// one namespace (ip6tables, both directions): its links move to IPv4
+// without going down, and pings pass again within ipv6FallbackBound; with
+// IPv6 back, the pair returns to it within ipv6ReturnBound.
 func TestIPv6Underlay(t *testing.T) {
 	if _, err := exec.LookPath("ip6tables"); err != nil {
 		t.Skip("skipping: ip6tables is not installed (apt-get install iptables)")
@@ -117,6 +124,7 @@ func TestIPv6Underlay(t *testing.T) {
 		}
 	}
 
+	upSince := map[*cluster.Node]time.Time{sixb: linkSince(sixa, sixb), symb: linkSince(sixa, symb)}
 	for _, chain := range []string{"INPUT", "OUTPUT"} {
 		if _, err := sixa.Host.Run(ctxFor(t, 10*time.Second), "ip6tables", "-w", "-A", chain, "-j", "DROP"); err != nil {
 			t.Fatal(err)
@@ -135,11 +143,42 @@ func TestIPv6Underlay(t *testing.T) {
 			t.Fatalf("%v: sixa sees %s at %v (%s), %s sees sixa at %v (%s)", err, b.Name, linkEndpoint(t, sixa, b), sixa.PathTo(b), b.Name, linkEndpoint(t, b, sixa), b.PathTo(sixa))
 		}
 		t.Logf("IPv6 dropped at sixa: its link to %s is on IPv4 (%s %v) and pings pass %.1f s later", b.Name, sixa.PathTo(b), linkEndpoint(t, sixa, b), time.Since(dropped).Seconds())
+		if since := linkSince(sixa, b); !since.Equal(upSince[b]) {
+			t.Errorf("sixa's link to %s went down to fall back: up since %v, before since %v", b.Name, since, upSince[b])
+		}
 	}
 	pingAll(t, nodes, 30*time.Second)
 	if got := linkEndpoint(t, syma, symb); got != at6(symb) {
 		t.Errorf("syma's link to symb left IPv6 for %v when sixa lost it", got)
 	}
+
+	for _, chain := range []string{"INPUT", "OUTPUT"} {
+		if _, err := sixa.Host.Run(ctxFor(t, 10*time.Second), "ip6tables", "-w", "-D", chain, "-j", "DROP"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	restored := time.Now()
+	if err := cluster.WaitFor(ctxFor(t, ipv6ReturnBound), "sixa and sixb back on IPv6", func() bool {
+		return linkEndpoint(t, sixa, sixb) == at6(sixb) && linkEndpoint(t, sixb, sixa) == at6(sixa)
+	}); err != nil {
+		t.Fatalf("%v: sixa sees sixb at %v, sixb sees sixa at %v", err, linkEndpoint(t, sixa, sixb), linkEndpoint(t, sixb, sixa))
+	}
+	t.Logf("IPv6 restored at sixa: its link to sixb is on IPv6 again %.1f s later", time.Since(restored).Seconds())
+	pingAll(t, nodes, 30*time.Second)
+}
+
+// linkSince is when from's link to to came up, as `burrow status` shows.
+func linkSince(from, to *cluster.Node) time.Time {
+	st, err := from.Status()
+	if err != nil {
+		return time.Time{}
+	}
+	for _, l := range st.Links {
+		if l.NodeID == to.ID.String() && l.State == "up" {
+			return l.Since
+		}
+	}
+	return time.Time{}
 }
 
 // onIPv4 says a link of that path and direct endpoint (zero unless

@@ -86,5 +86,43 @@ func TestDualStackLinkPrefersIPv6AndFallsBackToIPv4(t *testing.T) {
 	if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(b.addr) {
 		t.Fatalf("a's link to b did not fall back to IPv4 within %v: %+v", w.now.Sub(start), l)
 	}
+	if !l.Since.Equal(since) {
+		t.Fatalf("the link went down to fall back (up again at %v, first up at %v)", l.Since, since)
+	}
 	t.Logf("back on IPv4 %v after IPv6 died", w.now.Sub(start))
+	// Both ends send there: frames pass again.
+	b.fromTAP(ethFrame(a.mac, b.mac, "after"))
+	if a.countTAP("after") != 1 {
+		t.Fatal("a frame from b was lost after the fallback")
+	}
+}
+
+// An idle link whose IPv6 path dies moves to IPv4 before it would be
+// declared dead, without going down.
+func TestIdleDualStackLinkFallsBackBeforeItIsDead(t *testing.T) {
+	w := newTestNet(t, 2, 22)
+	a, b := w.nodes[0], w.nodes[1]
+	w.giveIPv6(a)
+	w.giveIPv6(b)
+	pub := w.keys[b.name]
+	a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr6), link.UDPEndpoint(b.addr)}, link.DialOptions{Key: &pub}, w.now)
+	w.advance(time.Second, 100*time.Millisecond)
+	l := a.node.Links().Links()[b.node.Self()]
+	if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(b.addr6) {
+		t.Fatalf("link a-b over IPv6: %+v", l)
+	}
+	since := l.Since
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
+	start := w.now
+	w.advance(link.DefaultTimers().DeadAfter-100*time.Millisecond, 100*time.Millisecond)
+	for _, n := range []*testNode{a, b} {
+		other := w.nodes[1-slices.Index(w.nodes, n)]
+		l := n.node.Links().Links()[other.node.Self()]
+		if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(other.addr) {
+			t.Fatalf("%s's link is not on IPv4 %v after IPv6 died: %+v", n.name, w.now.Sub(start), l)
+		}
+	}
+	if l := a.node.Links().Links()[b.node.Self()]; !l.Since.Equal(since) {
+		t.Fatal("the link went down to fall back")
+	}
 }
