@@ -387,8 +387,9 @@ func hostEndpoints(listen netip.AddrPort, addrs []netip.Addr) []netip.AddrPort {
 			v6 = append(v6, netip.AddrPortFrom(a, listen.Port()))
 		}
 	}
-	out := append(v4, v6...)
-	return out[:min(len(out), overlay.MaxEndpoints)]
+	// A machine with many IPv4 addresses (container bridges) must not
+	// crowd out its IPv6 ones.
+	return append(v4[:min(len(v4), overlay.MaxEndpoints-len(v6))], v6...)
 }
 
 func hasFastAES() bool {

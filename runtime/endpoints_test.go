@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+
+	"burrow/overlay"
 )
 
 func TestHostEndpoints(t *testing.T) {
@@ -33,5 +35,11 @@ func TestHostEndpoints(t *testing.T) {
 		if got := hostEndpoints(netip.MustParseAddrPort(c.listen), machine); !slices.Equal(got, c.want) {
 			t.Errorf("listening on %s: %v, want %v", c.listen, got, c.want)
 		}
+	}
+	// Many IPv4 addresses leave room for the IPv6 ones.
+	crowded := append(addrs("10.1.0.1", "10.2.0.1", "10.3.0.1", "10.4.0.1", "10.5.0.1", "10.6.0.1", "10.7.0.1", "10.8.0.1"), machine...)
+	got := hostEndpoints(netip.MustParseAddrPort("[::]:51820"), crowded)
+	if len(got) != overlay.MaxEndpoints || !slices.Contains(got, netip.MustParseAddrPort("[2001:db8::2]:51820")) || got[0] != netip.MustParseAddrPort("10.1.0.1:51820") {
+		t.Errorf("a machine with many IPv4 addresses offers %v", got)
 	}
 }
