@@ -119,7 +119,7 @@ The instance also names the TAP (bw-NAME) and the control socket
   burrow init --network home --ca --name alpha --address 10.10.0.1/24
 
   # a second network on the same machine, for burrow@lab.service
-  burrow init --network lab --ca --instance lab --listen 0.0.0.0:51821 \
+  burrow init --network lab --ca --instance lab --listen '[::]:51821' \
       --name alpha --address 10.20.0.1/24
 
   # a node of a network whose CA is elsewhere (or use 'burrow join')
