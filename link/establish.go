@@ -214,7 +214,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	if l.Counters.ProbeRTT() == 0 {
 		l.Counters.ProbeAnswered(p.started.UnixNano(), now.UnixNano())
 	}
-	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up || fellBack(cur, from, p) {
+	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up || m.fellBack(l, cur, from, p, now) {
 		l.forceEndpoint(from)
 	}
 	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
@@ -246,8 +246,14 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 // own fallback, or, as responder, a peer's completed over a worse direct
 // path while we use its IPv6 address — a peer only does that when IPv6
 // went quiet for it (rekeys take the current path, upgrades better ones).
-func fellBack(cur *Endpoint, from Endpoint, p *pending) bool {
-	return cur.IsBest() && from.Via == UDP && !from.IsRelay() && (p.fallback || p.responder != nil)
+// In the link's first handshake retry interval, the handshakes of both
+// ends' dials, sent over every family at once, may still be completing:
+// those are no fallback.
+func (m *Manager) fellBack(l *Link, cur *Endpoint, from Endpoint, p *pending, now time.Time) bool {
+	if !cur.IsBest() || from.Via != UDP || from.IsRelay() {
+		return false
+	}
+	return p.fallback || (p.responder != nil && now.Sub(l.Since) >= m.timers.HandshakeRetry)
 }
 
 // Confirmed is called when the data path opened the first message of a

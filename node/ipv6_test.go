@@ -98,31 +98,47 @@ func TestDualStackLinkPrefersIPv6AndFallsBackToIPv4(t *testing.T) {
 }
 
 // An idle link whose IPv6 path dies moves to IPv4 before it would be
-// declared dead, without going down.
+// declared dead, without going down: when IPv6 fails both ways (each end
+// falls back), and when it fails one way (the end that hears nothing
+// falls back, and the other, still hearing it, follows).
 func TestIdleDualStackLinkFallsBackBeforeItIsDead(t *testing.T) {
-	w := newTestNet(t, 2, 22)
-	a, b := w.nodes[0], w.nodes[1]
-	w.giveIPv6(a)
-	w.giveIPv6(b)
-	pub := w.keys[b.name]
-	a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr6), link.UDPEndpoint(b.addr)}, link.DialOptions{Key: &pub}, w.now)
-	w.advance(time.Second, 100*time.Millisecond)
-	l := a.node.Links().Links()[b.node.Self()]
-	if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(b.addr6) {
-		t.Fatalf("link a-b over IPv6: %+v", l)
-	}
-	since := l.Since
-	w.blocked = map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
-	start := w.now
-	w.advance(link.DefaultTimers().DeadAfter-100*time.Millisecond, 100*time.Millisecond)
-	for _, n := range []*testNode{a, b} {
-		other := w.nodes[1-slices.Index(w.nodes, n)]
-		l := n.node.Links().Links()[other.node.Self()]
-		if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(other.addr) {
-			t.Fatalf("%s's link is not on IPv4 %v after IPv6 died: %+v", n.name, w.now.Sub(start), l)
-		}
-	}
-	if l := a.node.Links().Links()[b.node.Self()]; !l.Since.Equal(since) {
-		t.Fatal("the link went down to fall back")
+	for _, c := range []struct {
+		name    string
+		blocked func(a, b *testNode) map[[2]netip.AddrPort]bool
+	}{
+		{"both ways", func(a, b *testNode) map[[2]netip.AddrPort]bool {
+			return map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
+		}},
+		{"one way", func(a, b *testNode) map[[2]netip.AddrPort]bool {
+			return map[[2]netip.AddrPort]bool{{b.addr6, a.addr6}: true}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newTestNet(t, 2, 22)
+			a, b := w.nodes[0], w.nodes[1]
+			w.giveIPv6(a)
+			w.giveIPv6(b)
+			pub := w.keys[b.name]
+			a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr6), link.UDPEndpoint(b.addr)}, link.DialOptions{Key: &pub}, w.now)
+			w.advance(time.Second, 100*time.Millisecond)
+			l := a.node.Links().Links()[b.node.Self()]
+			if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(b.addr6) {
+				t.Fatalf("link a-b over IPv6: %+v", l)
+			}
+			since := l.Since
+			w.blocked = c.blocked(a, b)
+			start := w.now
+			w.advance(link.DefaultTimers().DeadAfter-100*time.Millisecond, 100*time.Millisecond)
+			for _, n := range []*testNode{a, b} {
+				other := w.nodes[1-slices.Index(w.nodes, n)]
+				l := n.node.Links().Links()[other.node.Self()]
+				if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(other.addr) {
+					t.Fatalf("%s's link is not on IPv4 %v after IPv6 died: %+v", n.name, w.now.Sub(start), l)
+				}
+			}
+			if l := a.node.Links().Links()[b.node.Self()]; !l.Since.Equal(since) {
+				t.Fatal("the link went down to fall back")
+			}
+		})
 	}
 }
