@@ -24,7 +24,8 @@ type Config struct {
 	CA string `yaml:"ca"`
 	// Cert is this node's certificate, signed by the CA.
 	Cert string `yaml:"cert"`
-	// Listen is the UDP address all links share.
+	// Listen is the UDP address all links share; the default [::] serves
+	// IPv4 and IPv6 on one socket.
 	Listen string `yaml:"listen"`
 	// UnderlayMTU is the MTU of the path between nodes; the TAP MTU is
 	// derived from it so encapsulated frames never fragment.
@@ -72,7 +73,7 @@ type Config struct {
 // Defaults.
 const (
 	DefaultStateDir      = "/var/lib/burrow"
-	DefaultListen        = "0.0.0.0:51820"
+	DefaultListen        = "[::]:51820"
 	DefaultUnderlayMTU   = 1500
 	DefaultTAPName       = "burrow0"
 	DefaultControlSocket = "/run/burrow/burrow.sock"

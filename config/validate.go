@@ -35,7 +35,7 @@ func (c *Config) validate() error {
 	}
 	var err error
 	if c.ListenAddr, err = netip.ParseAddrPort(c.Listen); err != nil {
-		return fieldErr("listen", "%q is not an address:port such as 0.0.0.0:51820", c.Listen)
+		return fieldErr("listen", "%q is not an address:port such as [::]:51820 or 0.0.0.0:51820", c.Listen)
 	}
 	if c.UnderlayMTU < 1280 || c.UnderlayMTU > 65535 {
 		return fieldErr("underlay_mtu", "%d is out of range 1280..65535", c.UnderlayMTU)

@@ -56,20 +56,28 @@ func (e Endpoint) Path() string {
 	return "direct"
 }
 
-// bestRank is the rank of a direct path, which nothing beats.
-const bestRank = 2
+// bestRank is the rank of a direct IPv6 path, which nothing beats.
+const bestRank = 3
 
 // rank orders paths by preference: direct beats TURN and WebSocket, which
-// beat a member relay.
+// beat a member relay; among direct paths IPv6 beats IPv4, whose addresses
+// pass through NATs that may rebind them, as the Happy Eyeballs algorithm
+// (RFC 8305) prefers it. A link on a direct IPv4 path so keeps trying the
+// peer's IPv6 candidates.
 func (e Endpoint) rank() int {
 	switch {
 	case e.IsRelay():
 		return 0
-	case e.Via == UDP:
+	case e.Via == UDP && e.Addr.Addr().Is6() && !e.Addr.Addr().Is4In6():
 		return bestRank
+	case e.Via == UDP:
+		return 2
 	}
 	return 1
 }
+
+// IsBest reports whether no kind of path beats this one.
+func (e Endpoint) IsBest() bool { return e.rank() == bestRank }
 
 func (e Endpoint) String() string {
 	switch {

@@ -25,6 +25,9 @@ type pending struct {
 	responder *Responder
 	dial      *Dial
 	rekeyOf   *Link
+	// fallback: the handshake tries the worse direct paths of rekeyOf,
+	// whose direct IPv6 path went quiet (see Link.fallbackCandidates).
+	fallback bool
 }
 
 // startHandshake sends a first handshake message to every endpoint; the
@@ -211,7 +214,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	if l.Counters.ProbeRTT() == 0 {
 		l.Counters.ProbeAnswered(p.started.UnixNano(), now.UnixNano())
 	}
-	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up {
+	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up || m.fellBack(l, cur, from, p, now) {
 		l.forceEndpoint(from)
 	}
 	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
@@ -236,6 +239,21 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	}
 	m.events.SessionsChanged()
 	return l
+}
+
+// fellBack reports whether a handshake completed over from, a worse path
+// than cur, is a fallback from a dead IPv6 path that the link follows: our
+// own fallback, or, as responder, a peer's completed over a worse direct
+// path while we use its IPv6 address — a peer only does that when IPv6
+// went quiet for it (rekeys take the current path, upgrades better ones).
+// In the link's first handshake retry interval, the handshakes of both
+// ends' dials, sent over every family at once, may still be completing:
+// those are no fallback.
+func (m *Manager) fellBack(l *Link, cur *Endpoint, from Endpoint, p *pending, now time.Time) bool {
+	if !cur.IsBest() || from.Via != UDP || from.IsRelay() {
+		return false
+	}
+	return p.fallback || (p.responder != nil && now.Sub(l.Since) >= m.timers.HandshakeRetry)
 }
 
 // Confirmed is called when the data path opened the first message of a

@@ -65,6 +65,7 @@ type Link struct {
 	// keeps trying them to upgrade.
 	candidates []Endpoint
 	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
+	fallbackAt time.Time     // earliest next fallback handshake
 	created    time.Time
 	// peerBoot is the peer's boot stamp from the handshake: a new one
 	// means the peer restarted.
@@ -107,6 +108,48 @@ func (l *Link) betterCandidates() []Endpoint {
 		}
 	}
 	return out
+}
+
+// fallbackCandidates are, for a link on a direct IPv6 path, the peer's
+// direct candidates on a worse path (IPv4): tried when the IPv6 path goes
+// quiet, so the link moves there before it would be declared dead.
+// Relays are left to the dial that follows a link gone down.
+func (l *Link) fallbackCandidates() []Endpoint {
+	if !l.Endpoint().IsBest() {
+		return nil
+	}
+	var out []Endpoint
+	for _, c := range l.candidates {
+		if isFallback(c) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// hasFallbackCandidate reports whether fallbackCandidates has any, without
+// building them.
+func (l *Link) hasFallbackCandidate() bool {
+	return l.Endpoint().IsBest() && slices.ContainsFunc(l.candidates, isFallback)
+}
+
+// isFallback says c is a direct path worse than IPv6.
+func isFallback(c Endpoint) bool { return c.Via == UDP && !c.IsRelay() && !c.IsBest() }
+
+// quietSince is when the peer was last heard on the link, or when the link
+// came up if it has not been heard since.
+func (l *Link) quietSince() time.Time {
+	if rx := l.Counters.LastRx(); rx.After(l.Since) {
+		return rx
+	}
+	return l.Since
+}
+
+// fallbackDue is when a link on a direct IPv6 path counts as quiet: half a
+// keepalive interval after the peer's keepalive was due. An idle peer
+// sends one every interval, so only a dead path (or peer) stays silent.
+func (l *Link) fallbackDue(t Timers) time.Time {
+	return l.quietSince().Add(t.Keepalive + t.Keepalive/2)
 }
 
 // sessionsChanged recomputes rekeyDue and sessionsDue; it runs whenever

@@ -143,6 +143,7 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 	if l.suspect && m.tickSuspect(l, now) {
 		return
 	}
+	m.tryFallback(l, now)
 	m.dropOldSessions(l, now)
 	if l.current == nil {
 		m.Down(l, "sessions expired")
@@ -167,6 +168,26 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 	}
 	if now.Sub(l.Counters.LastTx()) >= t.Keepalive {
 		m.sendKeepalive(l, l.current, now)
+	}
+}
+
+// tryFallback starts a handshake over the worse direct paths of a link
+// whose direct IPv6 path went quiet (or suspect), once per handshake
+// retry interval: when it completes, the link moves there without going
+// down, and the upgrade probes bring it back to IPv6 once that works
+// again.
+func (m *Manager) tryFallback(l *Link, now time.Time) {
+	t := m.timers
+	if l.rekey != nil || now.Before(l.fallbackAt) || (!l.suspect && now.Before(l.fallbackDue(t))) {
+		return
+	}
+	worse := l.fallbackCandidates()
+	if len(worse) == 0 {
+		return
+	}
+	l.fallbackAt = now.Add(t.HandshakeRetry)
+	if p, err := m.startHandshake(worse, now, t.HandshakeRetry); err == nil {
+		p.rekeyOf, p.fallback, l.rekey = l, true, p
 	}
 }
 
@@ -259,6 +280,13 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		earlier(l.Counters.LastTx().Add(t.Keepalive))
 		if l.rekey == nil && l.upgradeAt.Before(next) && l.hasBetterCandidate() {
 			next = l.upgradeAt
+		}
+		if l.rekey == nil && l.hasFallbackCandidate() {
+			due := l.fallbackDue(t)
+			if due.Before(l.fallbackAt) {
+				due = l.fallbackAt
+			}
+			earlier(due)
 		}
 		lastRx := l.Counters.LastRx()
 		if lastRx.Before(l.Since) {

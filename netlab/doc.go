@@ -15,6 +15,11 @@
 //     that bridge and the router as default gateway. A NAT site's LAN is
 //     10.200.<n>.0/24 (PrivateLANRange); a NoNAT site's LAN is the routed
 //     public subnet 198.19.<n>.0/24 (PublicLANRange).
+//   - IPv6 is opt-in, from the documentation prefix 2001:db8::/32: an
+//     internet host or router given IPv6 (Host.AddIPv6) has an address from
+//     InternetRange6 beside its IPv4 one; a site given IPv6 (Site.AddIPv6)
+//     routes a /64 of SiteRange6 to its LAN without translation, behind its
+//     router's firewall, as ISPs hand out IPv6.
 //
 // Every link is created directly inside a lab namespace, never in the
 // namespace of the calling program, so deleting the namespaces removes every

@@ -20,6 +20,12 @@ var (
 	// PrivateLANRange holds the LANs behind NAT routers, one /24 each; it
 	// stays clear of the low 10.x ranges an overlay under test may use.
 	PrivateLANRange = netip.MustParsePrefix("10.200.0.0/16")
+	// InternetRange6 addresses the internet hosts given IPv6 (AddIPv6):
+	// global unicast from the documentation prefix, 2001:db8::/32.
+	InternetRange6 = netip.MustParsePrefix("2001:db8:b0::/64")
+	// SiteRange6 holds the routed IPv6 LANs of sites given IPv6
+	// (Site.AddIPv6), one /64 each.
+	SiteRange6 = netip.MustParsePrefix("2001:db8:b1::/48")
 )
 
 // Options configures a lab. The zero value is ready to use.
@@ -50,7 +56,11 @@ type Lab struct {
 	// needs a route to every NoNAT site's LAN.
 	attached   []*Host
 	publicLANs []*Site
+	// sites6 are the sites with IPv6, whose LANs every internet host with
+	// IPv6 routes to.
+	sites6     []*Site
 	hostCount  int
+	host6Count int
 	siteCount  int
 	portCount  int
 	logCount   int

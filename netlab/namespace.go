@@ -86,7 +86,12 @@ func setSysctls(namespace string, forwarding bool) error {
 	if forwarding {
 		settings["net/ipv4/ip_forward"] = "1"
 	}
+	// Set to 0 where they exist. Without duplicate address detection the
+	// link-local address of every new interface is usable at once: a
+	// router cannot even ask for a neighbour's address until it is.
 	optional := []string{
+		"net/ipv6/conf/all/accept_dad",
+		"net/ipv6/conf/default/accept_dad",
 		"net/bridge/bridge-nf-call-iptables",
 		"net/bridge/bridge-nf-call-ip6tables",
 		"net/bridge/bridge-nf-call-arptables",

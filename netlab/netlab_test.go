@@ -525,3 +525,45 @@ func TestWaitListeningTimesOut(t *testing.T) {
 		t.Error("WaitListening succeeded with nothing listening")
 	}
 }
+
+func TestIPv6HostsAndSites(t *testing.T) {
+	t.Parallel()
+	lab := labtest.New(t)
+	a, b, four := addHost(t, lab, "a"), addHost(t, lab, "b"), addHost(t, lab, "four")
+	for _, h := range []*netlab.Host{a, b} {
+		if err := h.AddIPv6(); err != nil {
+			t.Fatal(err)
+		}
+		if !netlab.InternetRange6.Contains(h.Addr6) {
+			t.Errorf("%s has IPv6 address %s outside %s", h.Name, h.Addr6, netlab.InternetRange6)
+		}
+	}
+	if four.Addr6.IsValid() {
+		t.Errorf("a host not given IPv6 has %s", four.Addr6)
+	}
+	site, err := lab.AddSite("home", netlab.EndpointIndependent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := site.AddIPv6(); err != nil {
+		t.Fatal(err)
+	}
+	pc, err := site.AddHost("home-pc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !netlab.SiteRange6.Contains(site.LAN6.Addr()) || !site.LAN6.Contains(pc.Addr6) {
+		t.Errorf("site host IPv6 address %s, want one in %s inside %s", pc.Addr6, site.LAN6, netlab.SiteRange6)
+	}
+	if r := ping(t, a, b.Addr6, 1); r.Received != 1 {
+		t.Errorf("ping a to b over IPv6: %+v, want the reply", r)
+	}
+	// Routed to the site host's own address, but the router's firewall
+	// lets nothing new in: only answers.
+	if r := ping(t, pc, a.Addr6, 1); r.Received != 1 {
+		t.Errorf("ping from the site host to a over IPv6: %+v, want the reply", r)
+	}
+	if r := ping(t, a, pc.Addr6, 1); r.Received != 0 {
+		t.Errorf("ping from a into the site over IPv6: %+v, want it dropped", r)
+	}
+}

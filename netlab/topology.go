@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"path/filepath"
 )
 
@@ -57,13 +58,20 @@ func (n NAT) rules() string {
 	if n == Symmetric {
 		masquerade = "-A POSTROUTING -o wan -j MASQUERADE --random-fully\n"
 	}
+	return "*nat\n" + masquerade + "COMMIT\n" + n.filter()
+}
+
+// filter returns the router's firewall as an iptables-restore (or
+// ip6tables-restore) filter table: that of a home router, which lets
+// nothing new in, and for UDPBlocked the corporate firewall's rules.
+func (n NAT) filter() string {
 	filter := "-A INPUT -i wan -m conntrack --ctstate NEW -j DROP\n" +
 		"-A FORWARD -i wan -m conntrack --ctstate NEW -j DROP\n"
 	if n == UDPBlocked {
 		filter += "-A FORWARD -i lan -o wan -p tcp --dport 443 -j ACCEPT\n" +
 			"-A FORWARD -i lan -o wan -j DROP\n"
 	}
-	return "*nat\n" + masquerade + "COMMIT\n*filter\n" + filter + "COMMIT\n"
+	return "*filter\n" + filter + "COMMIT\n"
 }
 
 // Host is a network namespace: an internet host, a site router or a host on
@@ -76,8 +84,13 @@ type Host struct {
 	// Addr is the host's address: on the internet for internet hosts and
 	// routers (a router's WAN address), on the LAN for site hosts.
 	Addr netip.Addr
+	// Addr6 is the host's global IPv6 address on the internet, once
+	// AddIPv6 gave it one.
+	Addr6 netip.Addr
 
 	lab *Lab
+	// inetIf is the host's interface on the internet bridge, if it has one.
+	inetIf string
 }
 
 // Site is a LAN behind a router.
@@ -92,6 +105,10 @@ type Site struct {
 	// LAN is the site's subnet and Gateway the router's address in it.
 	LAN     netip.Prefix
 	Gateway netip.Addr
+	// LAN6 is the site's routed IPv6 subnet and Gateway6 the router's
+	// address in it, once AddIPv6 gave the site IPv6.
+	LAN6     netip.Prefix
+	Gateway6 netip.Addr
 
 	lab       *Lab
 	hostCount int
@@ -232,13 +249,20 @@ func (s *Site) AddHost(name string) (*Host, error) {
 		return nil, err
 	}
 	port := l.nextPortName()
-	for _, args := range [][]string{
+	steps := [][]string{
 		{"-n", s.Router.Namespace, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", ns},
 		{"-n", s.Router.Namespace, "link", "set", port, "master", "lan", "up"},
 		{"-n", ns, "addr", "add", netip.PrefixFrom(h.Addr, s.LAN.Bits()).String(), "dev", "eth0"},
 		{"-n", ns, "link", "set", "eth0", "up"},
 		{"-n", ns, "route", "add", "default", "via", s.Gateway.String()},
-	} {
+	}
+	if s.LAN6.IsValid() {
+		h.Addr6 = nthAddr6(s.LAN6, 1+s.hostCount)
+		steps = append(steps,
+			[]string{"-n", ns, "-6", "addr", "add", netip.PrefixFrom(h.Addr6, s.LAN6.Bits()).String(), "dev", "eth0", "nodad"},
+			[]string{"-n", ns, "-6", "route", "add", "default", "via", s.Gateway6.String()})
+	}
+	for _, args := range steps {
 		if err := runIP(args...); err != nil {
 			return nil, err
 		}
@@ -297,7 +321,105 @@ func (l *Lab) attachToInternet(h *Host, ifname string) error {
 		return err
 	}
 	l.attached = append(l.attached, h)
+	h.inetIf = ifname
 	return nil
+}
+
+// AddIPv6 gives an internet host a global IPv6 address from InternetRange6
+// beside its IPv4 one, an IPv6 default route and routes to the sites with
+// IPv6: dual stack, as a cloud machine has. Hosts without it keep IPv4
+// alone (and only the link-local IPv6 address the kernel gives every
+// interface).
+func (h *Host) AddIPv6() error {
+	l := h.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return h.addIPv6()
+}
+
+// addIPv6 is AddIPv6; the caller holds l.mu.
+func (h *Host) addIPv6() error {
+	l := h.lab
+	if h.inetIf == "" {
+		return fmt.Errorf("netlab: %s is not on the internet", h.Name)
+	}
+	if h.Addr6.IsValid() {
+		return nil
+	}
+	l.host6Count++
+	addr := nthAddr6(InternetRange6, l.host6Count)
+	for _, args := range [][]string{
+		// nodad: the address is usable at once, not after duplicate detection.
+		{"-n", h.Namespace, "-6", "addr", "add", netip.PrefixFrom(addr, InternetRange6.Bits()).String(), "dev", h.inetIf, "nodad"},
+		{"-n", h.Namespace, "-6", "route", "add", "default", "dev", h.inetIf},
+	} {
+		if err := runIP(args...); err != nil {
+			return err
+		}
+	}
+	for _, s := range l.sites6 {
+		if err := runIP("-n", h.Namespace, "-6", "route", "add", s.LAN6.String(), "via", s.Router.Addr6.String()); err != nil {
+			return err
+		}
+	}
+	h.Addr6 = addr
+	return nil
+}
+
+// AddIPv6 gives the site IPv6 the way ISPs do: the router gets a global
+// address on the internet and routes a /64 of SiteRange6 to the LAN, with
+// no translation (no NAT66); hosts added to the site afterwards get an
+// address in it. The router's firewall is its IPv4 one (a home router lets
+// nothing new in from the internet, for IPv6 too), so two hosts behind
+// such routers reach each other only by both sending first — which
+// burrow's nodes do, each told of the other over the overlay.
+func (s *Site) AddIPv6() error {
+	l := s.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if s.hostCount > 0 {
+		return fmt.Errorf("netlab: give site %s IPv6 before adding hosts", s.Name)
+	}
+	if s.LAN6.IsValid() {
+		return nil
+	}
+	if err := s.Router.addIPv6(); err != nil {
+		return err
+	}
+	base, n := SiteRange6.Addr().As16(), len(l.sites6)+1
+	base[6], base[7] = byte(n>>8), byte(n)
+	s.LAN6 = netip.PrefixFrom(netip.AddrFrom16(base), 64)
+	s.Gateway6 = nthAddr6(s.LAN6, 1)
+	ns := s.Router.Namespace
+	if err := inNamespace(ns, func() error {
+		return os.WriteFile("/proc/sys/net/ipv6/conf/all/forwarding", []byte("1"), 0)
+	}); err != nil {
+		return fmt.Errorf("netlab: IPv6 forwarding in %s: %w", ns, err)
+	}
+	if err := runIP("-n", ns, "-6", "addr", "add", netip.PrefixFrom(s.Gateway6, 64).String(), "dev", "lan", "nodad"); err != nil {
+		return err
+	}
+	if s.NAT != NoNAT {
+		if err := runTool(s.NAT.filter(), "ip", "netns", "exec", ns, "ip6tables-restore", "-w"); err != nil {
+			return err
+		}
+	}
+	for _, h := range l.attached {
+		if h != s.Router && h.Addr6.IsValid() {
+			if err := runIP("-n", h.Namespace, "-6", "route", "add", s.LAN6.String(), "via", s.Router.Addr6.String()); err != nil {
+				return err
+			}
+		}
+	}
+	l.sites6 = append(l.sites6, s)
+	return nil
+}
+
+// nthAddr6 returns the IPv6 address n places after the start of p.
+func nthAddr6(p netip.Prefix, n int) netip.Addr {
+	a := p.Masked().Addr().As16()
+	binary.BigEndian.PutUint64(a[8:], binary.BigEndian.Uint64(a[8:])+uint64(n))
+	return netip.AddrFrom16(a)
 }
 
 // nthAddr returns the IPv4 address n places after the start of p.

@@ -64,13 +64,30 @@ type testNode struct {
 	handed map[EventKind]int
 	// learnedRevocations are the revocations the node asked to keep.
 	learnedRevocations []RevokedNode
+	// addr6, when valid, is the node's IPv6 address: datagrams to IPv6
+	// addresses leave from it (giveIPv6).
+	addr6 netip.AddrPort
 }
 
 func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
 	if to.IsRelay() {
 		n.w.t.Fatalf("%s: the core handed a relayed endpoint to its output", n.name)
 	}
-	n.w.queue = append(n.w.queue, packet{n.addr, to.Addr, bytes.Clone(b)})
+	from := n.addr
+	if to.Addr.Addr().Is6() {
+		if from = n.addr6; !from.IsValid() {
+			return // no IPv6 route
+		}
+	}
+	n.w.queue = append(n.w.queue, packet{from, to.Addr, bytes.Clone(b)})
+}
+
+// giveIPv6 makes n dual-stack: an IPv6 address it advertises beside its
+// IPv4 one, and sends from to IPv6 destinations.
+func (w *testNet) giveIPv6(n *testNode) {
+	n.addr6 = netip.AddrPortFrom(netip.MustParseAddr(fmt.Sprintf("2001:db8::%x", len(w.byAddr)+1)), n.addr.Port())
+	w.byAddr[n.addr6] = n
+	n.node.ov.cfg.Advertise = append(n.node.ov.cfg.Advertise, n.addr6)
 }
 
 func (n *testNode) WriteFrame(frame []byte, off l2.Offload) {

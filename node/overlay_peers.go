@@ -64,23 +64,27 @@ func mergeEndpoints(observed link.Endpoint, known []netip.AddrPort) []netip.Addr
 }
 
 // candidates are the endpoints to try for a peer: its addresses, then
-// through the relays relaysFor picks, preferred first.
+// through the relays relaysFor picks, preferred first. Its IPv6 addresses
+// only when this node has one of its own to send from.
 func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 	var out []link.Endpoint
+	hasIPv6 := n.hasIPv6()
 	for _, ep := range in.Endpoints {
-		out = append(out, link.UDPEndpoint(ep))
+		if ep.Addr().Is4() || hasIPv6 {
+			out = append(out, link.UDPEndpoint(ep))
+		}
 	}
 	// Many NATs keep the source port when they can, and when several hosts
 	// behind one NAT use the same port, the mapping a beacon saw can differ
 	// from the one toward us; the peer's own port at its public address is
 	// then worth a probe.
 	for _, pub := range in.Endpoints {
-		if pub.Addr().IsPrivate() {
-			continue
+		if pub.Addr().IsPrivate() || !pub.Addr().Is4() {
+			continue // IPv6 has no NAT to guess a port of
 		}
 		for _, host := range in.Endpoints {
 			guess := link.UDPEndpoint(netip.AddrPortFrom(pub.Addr(), host.Port()))
-			if host.Addr().IsPrivate() && !slices.Contains(out, guess) {
+			if host.Addr().Is4() && host.Addr().IsPrivate() && !slices.Contains(out, guess) {
 				out = append(out, guess)
 			}
 		}
@@ -89,6 +93,9 @@ func (n *Node) candidates(in overlay.Info) []link.Endpoint {
 		// Through our TURN allocation too: it reaches peers whose NAT
 		// lets nothing else in, and meets their own relayed address.
 		for _, ep := range in.Endpoints {
+			if ep.Addr().Is4() != n.reach.turn.Addr().Is4() {
+				continue // a TURN server relays within one family
+			}
 			out = append(out, link.Endpoint{Via: link.TURN, Addr: ep})
 		}
 	}

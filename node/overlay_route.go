@@ -207,10 +207,11 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			if m.Ask && !m.Closing {
 				n.announce(from, ps, true)
 			}
-			if m.From.ID == from.Peer.ID && from.Endpoint().IsRelay() {
+			if m.From.ID == from.Peer.ID && n.mayUpgrade(from.Endpoint()) {
 				// The peer's current candidates, straight from it: a link
 				// that came up relayed starts punching toward them at once
-				// rather than after the next ring exchange.
+				// rather than after the next ring exchange (and one that
+				// came up over IPv4 learns the peer's IPv6 addresses).
 				ps.info.Endpoints, ps.info.Relays, ps.info.TURN = m.From.Endpoints, m.From.Relays, m.From.TURN
 				from.AddCandidates(n.candidates(ps.info))
 			}

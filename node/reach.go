@@ -101,6 +101,20 @@ func (n *Node) endpoints() []netip.AddrPort {
 	return out[:min(len(out), overlay.MaxEndpoints)]
 }
 
+// hasIPv6 reports whether this node offers an IPv6 endpoint of its own:
+// only then can it reach the peers' IPv6 endpoints.
+func (n *Node) hasIPv6() bool {
+	return slices.ContainsFunc(n.ov.cfg.Advertise, func(ep netip.AddrPort) bool { return ep.Addr().Is6() && !ep.Addr().Is4In6() })
+}
+
+// mayUpgrade reports whether a link on path ep should learn the peer's
+// candidates as they are heard of, to move to a better path: a relayed
+// link, to punch a direct one, and where this node has IPv6, a link not
+// yet on a direct IPv6 path.
+func (n *Node) mayUpgrade(ep link.Endpoint) bool {
+	return ep.IsRelay() || (!ep.IsBest() && n.hasIPv6())
+}
+
 // sprayPorts adds up to the punch budget of endpoints on random ports of
 // the peer's public addresses, for NATs that give each destination a new
 // port. They are counted in the PunchProbes statistic.
@@ -111,7 +125,8 @@ func (n *Node) sprayPorts(eps []link.Endpoint) []link.Endpoint {
 	}
 	var public []netip.Addr
 	for _, ep := range eps {
-		if a := ep.Addr.Addr(); ep.Via == link.UDP && !ep.IsRelay() && a.IsGlobalUnicast() && !a.IsPrivate() && !slices.Contains(public, a) {
+		// IPv6 needs no punching: there is no NAT whose ports to guess.
+		if a := ep.Addr.Addr(); ep.Via == link.UDP && !ep.IsRelay() && a.Is4() && a.IsGlobalUnicast() && !a.IsPrivate() && !slices.Contains(public, a) {
 			public = append(public, a)
 		}
 	}

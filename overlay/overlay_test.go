@@ -138,6 +138,8 @@ func FuzzParse(f *testing.F) {
 	f.Add((&Message{Type: Successors, Successors: []Info{{ID: nid.ID{1}}, {ID: nid.ID{2}}}}).Append(nil))
 	relayed := netip.MustParseAddrPort("203.0.113.9:49152")
 	f.Add((&Message{Type: Notify, From: Info{ID: nid.ID{3}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820"), relayed}, TURN: relayed}}).Append(nil))
+	dualStack := []netip.AddrPort{netip.MustParseAddrPort("198.51.100.1:51820"), netip.MustParseAddrPort("[2001:db8::1]:51820")}
+	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, From: Info{ID: nid.ID{4}, Endpoints: dualStack}}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonSuccessor, Joined: true}).Append(nil))
 	f.Add((&Message{Type: LinkUse, Reasons: ReasonLongDistance, Ask: true, Relaying: true}).Append(nil))
 	f.Add((&Message{Type: Ping, TTL: 64, Exact: true, ID: 7, From: Info{ID: nid.ID{6}, Endpoints: []netip.AddrPort{netip.MustParseAddrPort("198.51.100.2:51820")}}}).Append(nil))

@@ -361,8 +361,8 @@ func overlayConfig(cfg *config.Config, listen netip.AddrPort, tapName string) no
 }
 
 // localEndpoints is where other nodes can reach this one: the listen
-// address, or, when it is unspecified, every global address of this
-// machine's interfaces (but the TAP's) with the listen port.
+// address, or, when it is unspecified, this machine's interface addresses
+// (but the TAP's) that hostEndpoints keeps, with the listen port.
 func localEndpoints(listen netip.AddrPort, tapName string) []netip.AddrPort {
 	if !listen.Addr().IsUnspecified() {
 		return []netip.AddrPort{listen}
@@ -371,21 +371,49 @@ func localEndpoints(listen netip.AddrPort, tapName string) []netip.AddrPort {
 	if err != nil {
 		return nil
 	}
-	var out []netip.AddrPort
+	var addrs []netip.Addr
 	for _, ifc := range ifaces {
 		if ifc.Name == tapName || ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
 			continue
 		}
-		addrs, _ := ifc.Addrs()
-		for _, a := range addrs {
-			pfx, err := netip.ParsePrefix(a.String())
-			if err != nil || !pfx.Addr().IsGlobalUnicast() || (listen.Addr().Is4() && !pfx.Addr().Is4()) {
-				continue
+		ifAddrs, _ := ifc.Addrs()
+		for _, a := range ifAddrs {
+			if pfx, err := netip.ParsePrefix(a.String()); err == nil {
+				addrs = append(addrs, pfx.Addr())
 			}
-			out = append(out, netip.AddrPortFrom(pfx.Addr(), listen.Port()))
 		}
 	}
-	return out[:min(len(out), overlay.MaxEndpoints)]
+	return hostEndpoints(listen, addrs)
+}
+
+// maxHostIPv6 bounds the IPv6 host candidates: a host often has several
+// (a stable address, temporary ones for privacy), any one of them reaches
+// it, and the rest of the room in an overlay message is for IPv4, the
+// mappings beacons see and a TURN address.
+const maxHostIPv6 = 2
+
+// hostEndpoints picks the host candidates among a machine's addresses for
+// a socket listening on the unspecified address listen: IPv4 addresses
+// first (private ones too, for peers on the same LAN), then, when the
+// socket serves IPv6, global IPv6 addresses. Link-local addresses need a
+// zone and unique local ones (fc00::/7) reach only a site that a LAN path
+// over IPv4 already covers; name them in overlay.advertise to offer them
+// anyway.
+func hostEndpoints(listen netip.AddrPort, addrs []netip.Addr) []netip.AddrPort {
+	var v4, v6 []netip.AddrPort
+	for _, a := range addrs {
+		a = a.Unmap()
+		switch {
+		case !a.IsGlobalUnicast():
+		case a.Is4():
+			v4 = append(v4, netip.AddrPortFrom(a, listen.Port()))
+		case listen.Addr().Is6() && !a.IsPrivate() && len(v6) < maxHostIPv6:
+			v6 = append(v6, netip.AddrPortFrom(a, listen.Port()))
+		}
+	}
+	// A machine with many IPv4 addresses (container bridges) must not
+	// crowd out its IPv6 ones.
+	return append(v4[:min(len(v4), overlay.MaxEndpoints-len(v6))], v6...)
 }
 
 func hasFastAES() bool {
@@ -588,8 +616,14 @@ func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 			}
 			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
 		}
-		if _, err := socket.WriteBatch(out); err != nil && !closedErr(err) {
-			d.log.Debug("batch send failed", "err", err)
+		// A datagram the kernel refuses (no route to its family, a firewall)
+		// is dropped, not the rest of the batch behind it.
+		for sent := 0; sent < len(out); sent++ {
+			n, err := socket.WriteBatch(out[sent:])
+			if sent += n; err == nil || closedErr(err) {
+				break
+			}
+			d.log.Debug("batch send failed", "to", out[sent].Addr, "err", err)
 		}
 	}
 	return &node.Worker{Tx: node.NewTxBatch(txBatch, node.TxBufLen(d.mtu+18), send), Frames: frames, Slow: d.enqueue}

@@ -72,7 +72,7 @@ func newNodeLayout(network, dir, state, instance, listen string, first contacts)
 		l.TAPName = "bw-" + instance
 	}
 	if _, err := netip.ParseAddrPort(listen); err != nil {
-		return l, fmt.Errorf("--listen %q is not an address:port such as 0.0.0.0:51820", listen)
+		return l, fmt.Errorf("--listen %q is not an address:port such as [::]:51820 or 0.0.0.0:51820", listen)
 	}
 	for _, b := range first.bootstrap {
 		l.Bootstrap = append(l.Bootstrap, b.String())
@@ -262,7 +262,8 @@ overlay:
   # bootstrap: [203.0.113.10:51820]
 {{- end}}
   # Endpoints other nodes reach this one at; empty: the listen address,
-  # or every interface address when listening on 0.0.0.0.
+  # or every interface address when listening on [::] or 0.0.0.0 (global
+  # IPv6 ones too, but not link-local or unique local ones).
   # advertise: []
   # Successor links; the ring survives successors-1 adjacent failures.
   # successors: 2

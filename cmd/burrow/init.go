@@ -35,7 +35,7 @@ func (s *setupFlags) register(cmd *cobra.Command) {
 	f.StringVar(&s.dir, "dir", defaultConfigDir, "configuration directory")
 	f.StringVar(&s.state, "state", defaultNodeStateDir, "state directory for node.key")
 	f.StringVar(&s.instance, "instance", "", "name of this network on this machine, to run several side by side (see burrow@.service)")
-	f.StringVar(&s.listen, "listen", config.DefaultListen, "UDP address:port of the node; each network on a machine needs its own")
+	f.StringVar(&s.listen, "listen", config.DefaultListen, "UDP address:port of the node ([::] serves IPv4 and IPv6); each network on a machine needs its own")
 	f.StringVar(&s.logLevel, "log-level", "", "log.level to write into the configuration: debug, info, warn or error")
 }
 
@@ -119,7 +119,7 @@ The instance also names the TAP (bw-NAME) and the control socket
   burrow init --network home --ca --name alpha --address 10.10.0.1/24
 
   # a second network on the same machine, for burrow@lab.service
-  burrow init --network lab --ca --instance lab --listen 0.0.0.0:51821 \
+  burrow init --network lab --ca --instance lab --listen '[::]:51821' \
       --name alpha --address 10.20.0.1/24
 
   # a node of a network whose CA is elsewhere (or use 'burrow join')

@@ -77,7 +77,9 @@ type Conn struct {
 }
 
 // Listen opens a UDP socket on addr. An IPv4 address gives an IPv4 socket;
-// the unspecified IPv6 address [::] gives one socket for both families.
+// the unspecified IPv6 address [::] gives one socket for both families
+// (IPV6_V6ONLY off, whatever net.ipv6.bindv6only says), or an IPv4 socket
+// on 0.0.0.0 where the kernel has no IPv6 at all.
 // The socket buffers are raised towards 8 MiB (beyond the sysctl limits when
 // privileged), GRO is turned on and GSO used when the kernel has them.
 func Listen(addr netip.AddrPort) (*Conn, error) {
@@ -126,6 +128,10 @@ func bind(addr netip.AddrPort) (fd, family int, err error) {
 		sa = &unix.SockaddrInet6{Port: int(addr.Port()), Addr: addr.Addr().As16()}
 	}
 	fd, err = unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err == unix.EAFNOSUPPORT && addr.Addr().IsUnspecified() {
+		// Booted with ipv6.disable=1: serve IPv4 alone.
+		return bind(netip.AddrPortFrom(netip.IPv4Unspecified(), addr.Port()))
+	}
 	if err != nil {
 		return -1, 0, os.NewSyscallError("socket", err)
 	}
