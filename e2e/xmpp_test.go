@@ -152,8 +152,9 @@ func writeSelfSigned(t *testing.T, certPath, keyPath string, names ...string) {
 }
 
 // TestXMPPRendezvousWithoutABeacon: Debian's prosody on the public side is
-// the only meeting point of six members, two on the internet, two behind
-// endpoint-independent NATs and two behind symmetric NATs; there is no
+// the only meeting point of eight members, two on the internet, three
+// behind endpoint-independent NATs and three behind symmetric NATs, each
+// NAT a router of its own; there is no
 // beacon and no bootstrap address. They find each other through the
 // server's bounded list of cards and learn their public addresses from the
 // public members; every pair pings. Stopping prosody changes nothing that
@@ -183,8 +184,8 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 	}
 	members := []member{
 		{"pub1", netlab.NoNAT, false}, {"pub2", netlab.NoNAT, false},
-		{"eim1", netlab.EndpointIndependent, true}, {"eim2", netlab.EndpointIndependent, true},
-		{"sym1", netlab.Symmetric, true}, {"sym2", netlab.Symmetric, true},
+		{"eim1", netlab.EndpointIndependent, true}, {"eim2", netlab.EndpointIndependent, true}, {"eim3", netlab.EndpointIndependent, true},
+		{"sym1", netlab.Symmetric, true}, {"sym2", netlab.Symmetric, true}, {"sym3", netlab.Symmetric, true},
 	}
 	addNode := func(nw *cluster.Network, m member, i int) *cluster.Node {
 		var host *netlab.Host
