@@ -41,6 +41,20 @@ func addSite(t *testing.T, lab *netlab.Lab, name string, nat netlab.NAT) (*netla
 	return site, pc
 }
 
+// pingUntilAnswered pings once a second for up to 5 s, until a reply
+// comes: a new IPv6 path answers only once neighbour discovery on each
+// link is done, which a loaded machine can take over a second for.
+func pingUntilAnswered(t *testing.T, from *netlab.Host, to netip.Addr) netlab.PingResult {
+	t.Helper()
+	var r netlab.PingResult
+	for range 5 {
+		if r = ping(t, from, to, 1); r.Received == 1 {
+			break
+		}
+	}
+	return r
+}
+
 func ping(t *testing.T, from *netlab.Host, to netip.Addr, count int) netlab.PingResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -555,12 +569,12 @@ func TestIPv6HostsAndSites(t *testing.T) {
 	if !netlab.SiteRange6.Contains(site.LAN6.Addr()) || !site.LAN6.Contains(pc.Addr6) {
 		t.Errorf("site host IPv6 address %s, want one in %s inside %s", pc.Addr6, site.LAN6, netlab.SiteRange6)
 	}
-	if r := ping(t, a, b.Addr6, 1); r.Received != 1 {
+	if r := pingUntilAnswered(t, a, b.Addr6); r.Received != 1 {
 		t.Errorf("ping a to b over IPv6: %+v, want the reply", r)
 	}
 	// Routed to the site host's own address, but the router's firewall
 	// lets nothing new in: only answers.
-	if r := ping(t, pc, a.Addr6, 1); r.Received != 1 {
+	if r := pingUntilAnswered(t, pc, a.Addr6); r.Received != 1 {
 		t.Errorf("ping from the site host to a over IPv6: %+v, want the reply", r)
 	}
 	if r := ping(t, a, pc.Addr6, 1); r.Received != 0 {
