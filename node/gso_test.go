@@ -3,7 +3,6 @@ package node
 import (
 	"bytes"
 	"encoding/binary"
-	"net/netip"
 	"testing"
 	"time"
 
@@ -58,20 +57,7 @@ func TestSuperFrameCrossesTheTunnelSegmented(t *testing.T) {
 // TestSuperFrameCrossesARelayedLinkSegmented: the segments sealed straight
 // from the super-frame are wrapped again for the relay, and arrive whole.
 func TestSuperFrameCrossesARelayedLinkSegmented(t *testing.T) {
-	w := newTestNet(t, 3, 11)
-	a, b, m := w.nodes[0], w.nodes[1], w.nodes[2]
-	m.node.dp.relay = newRelayBudget(100 << 20)
-	w.blocked = map[[2]netip.AddrPort]bool{{a.addr, b.addr}: true, {b.addr, a.addr}: true}
-	w.connect(0, 2)
-	w.connect(1, 2)
-	w.advance(time.Second, 100*time.Millisecond)
-	pub := w.keys[b.name]
-	a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr), link.RelayEndpoint(m.node.Self(), b.node.Self())},
-		link.DialOptions{Key: &pub}, w.now)
-	w.advance(3*time.Second, 100*time.Millisecond)
-	if l := a.node.Links().Links()[b.node.Self()]; l == nil || !l.Up() || l.Endpoint().Path() != "relay" {
-		t.Fatalf("link a-b over the relay: %+v", l)
-	}
+	w, a, b, m := relayedPair(t, 100<<20)
 	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "hi"))
 	b.fromTAP(ethFrame(a.mac, b.mac, "hi-back"))
 	a.fromTAP(ethFrame(b.mac, a.mac, "learn"))

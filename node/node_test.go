@@ -171,10 +171,14 @@ func TestGarbageOnlyMovesDropCounters(t *testing.T) {
 	}
 }
 
-func TestRelayedLinkCarriesTrafficAndUpgradesToDirect(t *testing.T) {
-	w := newTestNet(t, 3, 11)
-	a, b, m := w.nodes[0], w.nodes[1], w.nodes[2]
-	m.node.dp.relay = newRelayBudget(10 << 20)
+// relayedPair is a network of a, b and m in which a and b cannot reach
+// each other directly and link through m, which relays up to rate bytes a
+// second.
+func relayedPair(t *testing.T, rate float64) (w *testNet, a, b, m *testNode) {
+	t.Helper()
+	w = newTestNet(t, 3, 11)
+	a, b, m = w.nodes[0], w.nodes[1], w.nodes[2]
+	m.node.dp.relay = newRelayBudget(rate)
 	w.blocked = map[[2]netip.AddrPort]bool{{a.addr, b.addr}: true, {b.addr, a.addr}: true}
 	w.connect(0, 2)
 	w.connect(1, 2)
@@ -183,10 +187,14 @@ func TestRelayedLinkCarriesTrafficAndUpgradesToDirect(t *testing.T) {
 	a.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(b.addr), link.RelayEndpoint(m.node.Self(), b.node.Self())},
 		link.DialOptions{Key: &pub}, w.now)
 	w.advance(3*time.Second, 100*time.Millisecond)
-	l := a.node.Links().Links()[b.node.Self()]
-	if l == nil || !l.Up() || l.Endpoint().Path() != "relay" {
+	if l := a.node.Links().Links()[b.node.Self()]; l == nil || !l.Up() || l.Endpoint().Path() != "relay" {
 		t.Fatalf("link a-b over the relay: %+v", l)
 	}
+	return w, a, b, m
+}
+
+func TestRelayedLinkCarriesTrafficAndUpgradesToDirect(t *testing.T) {
+	w, a, b, m := relayedPair(t, 10<<20)
 	// Frames flow a <-> b through m, whose switch never sees them.
 	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "hello"))
 	b.fromTAP(ethFrame(a.mac, b.mac, "via-relay"))
