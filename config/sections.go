@@ -145,14 +145,15 @@ type WebSocketListen struct {
 
 // NAT tunes hole punching.
 type NAT struct {
-	// PunchBudget is how many random ports of a peer's public address a
-	// first dial probes, for NATs that map each destination to a new port.
-	// Default 32; -1 turns it off.
+	// PunchBudget is how many random ports of a peer's public address one
+	// round of birthday probing guesses, when the peer's NAT maps each
+	// destination to a new port and the link between them is relayed.
+	// Default 1000; -1 turns birthday probing off.
 	PunchBudget int `yaml:"punch_budget"`
 }
 
 // DefaultPunchBudget is the punch budget when none is configured.
-const DefaultPunchBudget = 32
+const DefaultPunchBudget = 1000
 
 // Budget is the effective punch budget.
 func (n NAT) Budget() int {

@@ -265,10 +265,16 @@ func (n *Network) WaitRing(ctx context.Context, w io.Writer) error {
 }
 
 // Punchable tells whether hole punching can link nodes a and b directly:
-// they share a site, or both sites' NATs keep one mapping per socket.
+// they share a site, both sites' NATs keep one mapping per socket, or one
+// does and the other maps every destination anew (birthday probing).
 func (n *Network) Punchable(a, b *cluster.Node) bool {
 	sa, sb := n.SiteOf(a), n.SiteOf(b)
-	return sa != nil && sb != nil && (sa == sb || sa.NAT == netlab.EndpointIndependent && sb.NAT == netlab.EndpointIndependent)
+	if sa == nil || sb == nil {
+		return false
+	}
+	easy := func(s *Site) bool { return s.NAT == netlab.EndpointIndependent }
+	hard := func(s *Site) bool { return s.NAT == netlab.Symmetric }
+	return sa == sb || easy(sa) && (easy(sb) || hard(sb)) || hard(sa) && easy(sb)
 }
 
 // PunchableLinks counts the up links between nodes that hole punching can

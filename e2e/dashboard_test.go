@@ -343,7 +343,7 @@ func nodeByID(nw *cluster.Network, id string) *cluster.Node {
 }
 
 // directAcrossSites counts direct links between nodes of two different
-// endpoint-independent sites: hole punching made them.
+// sites: hole punching (or birthday probing) made them.
 func directAcrossSites(n *demo.Network) int {
 	direct := 0
 	for _, a := range n.Nodes() {

@@ -81,8 +81,10 @@ func (n *natNetwork) addNode(t *testing.T, site *netlab.Site, name string) *clus
 }
 
 // TestNATTraversalPicksTheRightPath: nodes behind endpoint-independent NATs
-// link directly (hole punching through the beacon's signaling); nodes
-// behind symmetric NATs fall back to the beacon's relay; every pair pings.
+// link directly (hole punching through the beacon's signaling), and with
+// nodes behind symmetric NATs too (birthday probing, the symmetric side
+// told by the beacon's two STUN ports); two symmetric NATs fall back to
+// the beacon's relay; every pair pings.
 func TestNATTraversalPicksTheRightPath(t *testing.T) {
 	n := newNATNetwork(t, map[string]netlab.NAT{
 		"a": netlab.EndpointIndependent, "b": netlab.EndpointIndependent,
@@ -96,7 +98,7 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 	}
 	t.Logf("ring of %d consistent %v after start", len(all), time.Since(start).Round(100*time.Millisecond))
 	want := map[[2]string]string{
-		{"a", "b"}: "direct", {"c1", "c2"}: "relay", {"a", "c1"}: "relay", {"b", "c2"}: "relay",
+		{"a", "b"}: "direct", {"c1", "c2"}: "relay", {"a", "c1"}: "direct", {"b", "c2"}: "direct",
 	}
 	for pair, path := range want {
 		a, b := n.nodes[pair[0]], n.nodes[pair[1]]
@@ -267,34 +269,41 @@ func TestLinksSurviveANATMappingChange(t *testing.T) {
 }
 
 // TestMembersBehindOneNATLinkOverTheirLAN: two members behind the same
-// endpoint-independent NAT link over their LAN, at each other's own
-// addresses, neither hairpinned through the NAT nor relayed; status and
-// burrow peers call the path lan, while the path to a member elsewhere is
-// direct.
+// NAT, endpoint-independent or symmetric, link over their LAN, at each
+// other's own addresses, neither hairpinned through the NAT nor relayed;
+// status and burrow peers call the path lan, while the paths to a member
+// behind an endpoint-independent NAT elsewhere are direct (from behind the
+// symmetric NAT by birthday probing).
 func TestMembersBehindOneNATLinkOverTheirLAN(t *testing.T) {
-	n := newNATNetwork(t, map[string]netlab.NAT{"a": netlab.EndpointIndependent, "b": netlab.EndpointIndependent})
-	a, b := n.nodes["a"], n.nodes["b"]
-	a2 := n.addNode(t, n.sites["a"], "a2")
-	startAll(t, n.net)
-	if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-a2 over their LAN, a-b direct", func() bool {
-		return a.PathTo(a2) == "lan" && a2.PathTo(a) == "lan" && a.PathTo(b) == "direct" && a2.PathTo(b) == "direct"
-	}); err != nil {
-		t.Fatalf("%v (a-a2 %q/%q, a-b %q, a2-b %q)", err, a.PathTo(a2), a2.PathTo(a), a.PathTo(b), a2.PathTo(b))
-	}
-	st, err := a.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range st.Links {
-		if l.NodeID == a2.ID.String() && l.Endpoint != netip.AddrPortFrom(a2.Host.Addr, cluster.Port).String() {
-			t.Errorf("a reaches a2 at %s, not at a2's own address %s", l.Endpoint, a2.Host.Addr)
-		}
-	}
-	out, err := exec.Command(burrowBin, "peers", "--socket", a.Config.ControlSocket).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "lan") {
-		t.Errorf("burrow peers on a does not name the LAN path: %v\n%s", err, out)
-	}
-	if r, err := netlab.Ping(ctxFor(t, 20*time.Second), a.Host, a2.Address.Addr(), 20, 10*time.Millisecond); err != nil || r.Received != 20 {
-		t.Fatalf("a to a2: %+v %v", r, err)
+	for _, kind := range []netlab.NAT{netlab.EndpointIndependent, netlab.Symmetric} {
+		t.Run(kind.String(), func(t *testing.T) {
+			n := newNATNetwork(t, map[string]netlab.NAT{"a": kind, "b": netlab.EndpointIndependent})
+			a, b := n.nodes["a"], n.nodes["b"]
+			a2 := n.addNode(t, n.sites["a"], "a2")
+			startAll(t, n.net)
+			if err := cluster.WaitFor(ctxFor(t, 60*time.Second), "a-a2 over their LAN, a-b and a2-b direct", func() bool {
+				return a.PathTo(a2) == "lan" && a2.PathTo(a) == "lan" && a.PathTo(b) == "direct" && a2.PathTo(b) == "direct"
+			}); err != nil {
+				t.Fatalf("%v (a-a2 %q/%q, a-b %q, a2-b %q)", err, a.PathTo(a2), a2.PathTo(a), a.PathTo(b), a2.PathTo(b))
+			}
+			st, err := a.Status()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range st.Links {
+				if l.NodeID == a2.ID.String() && l.Endpoint != netip.AddrPortFrom(a2.Host.Addr, cluster.Port).String() {
+					t.Errorf("a reaches a2 at %s, not at a2's own address %s", l.Endpoint, a2.Host.Addr)
+				}
+			}
+			out, err := exec.Command(burrowBin, "peers", "--socket", a.Config.ControlSocket).CombinedOutput()
+			if err != nil || !strings.Contains(string(out), "lan") {
+				t.Errorf("burrow peers on a does not name the LAN path: %v\n%s", err, out)
+			}
+			for _, to := range []*cluster.Node{a2, b} {
+				if r, err := netlab.Ping(ctxFor(t, 20*time.Second), a.Host, to.Address.Addr(), 20, 10*time.Millisecond); err != nil || r.Received != 20 {
+					t.Fatalf("a to %s: %+v %v", to.Name, r, err)
+				}
+			}
+		})
 	}
 }

@@ -35,7 +35,7 @@ func expectedPath(a, b string) string {
 	switch {
 	case pair["udp-blocked"]:
 		return "relay" // over WebSocket to the beacon, relayed from there
-	case pair["symmetric"] && (pair["endpoint-independent"] || a == b):
+	case a == "symmetric" && b == "symmetric":
 		return "relay" // each side's mapping is unknown to the other's filter
 	}
 	return "direct"
@@ -108,24 +108,28 @@ func TestNATMatrix(t *testing.T) {
 	type result struct {
 		path  string
 		setup time.Duration
+		// punched is a pair that birthday probing took direct: after how
+		// long, and with how many datagrams of both sides.
+		punched     bool
+		directAfter time.Duration
+		probes      uint64
 	}
 	results := map[[2]string][]result{}
 	for x, a := range members {
 		for _, b := range members[x+1:] {
 			want := expectedPath(kindOf[a], kindOf[b])
-			var since time.Time
+			var r result
 			err := cluster.WaitFor(ctxFor(t, 45*time.Second), fmt.Sprintf("%s-%s on a %s path", a.Name, b.Name, want), func() bool {
-				st, err := a.Status()
-				if err != nil {
+				ab, ba := a.LinkTo(b), b.LinkTo(a)
+				if ab == nil || ba == nil || ab.State != "up" || ab.Path != want || ba.Path != want {
 					return false
 				}
-				for _, l := range st.Links {
-					if l.NodeID == b.ID.String() && l.State == "up" && l.Path == want {
-						since = l.Since
-						return b.PathTo(a) == want
-					}
+				r = result{path: want, setup: ab.Since.Sub(start)}
+				if ab.Punch != nil && ba.Punch != nil {
+					r.punched, r.probes = true, ab.Punch.Probes+ba.Punch.Probes
+					r.directAfter = time.Duration(max(ab.Punch.DirectAfter, ba.Punch.DirectAfter) * float64(time.Millisecond))
 				}
-				return false
+				return true
 			})
 			if err != nil {
 				t.Errorf("%v (now %q/%q)", err, a.PathTo(b), b.PathTo(a))
@@ -135,7 +139,7 @@ func TestNATMatrix(t *testing.T) {
 			if key[0] > key[1] {
 				key[0], key[1] = key[1], key[0]
 			}
-			results[key] = append(results[key], result{want, since.Sub(start)})
+			results[key] = append(results[key], r)
 		}
 	}
 	pingAll(t, members, 60*time.Second)
@@ -154,11 +158,21 @@ func TestNATMatrix(t *testing.T) {
 				md.WriteString(" – |")
 				continue
 			}
-			var worst time.Duration
+			var worst, worstPunch time.Duration
+			var punched int
+			var probes uint64
 			for _, r := range rs {
 				worst = max(worst, r.setup)
+				if r.punched {
+					punched++
+					worstPunch, probes = max(worstPunch, r.directAfter), max(probes, r.probes)
+				}
 			}
-			fmt.Fprintf(&md, " %s (%d pairs, up ≤ %.1f s after start) |", rs[0].path, len(rs), worst.Seconds())
+			fmt.Fprintf(&md, " %s (%d pairs, up ≤ %.1f s after start", rs[0].path, len(rs), worst.Seconds())
+			if punched > 0 {
+				fmt.Fprintf(&md, "; %d by birthday probing, direct ≤ %.2f s after it began, ≤ %d datagrams a pair", punched, worstPunch.Seconds(), probes)
+			}
+			md.WriteString(") |")
 		}
 		md.WriteString("\n")
 	}

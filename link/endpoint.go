@@ -20,6 +20,11 @@ const (
 	// Stream: over a message-framed stream connection (WebSocket) to a
 	// beacon, identified by Stream.
 	Stream
+	// Spare: UDP straight to Addr from one of the spare sockets, the one
+	// Socket names, that a node behind a NAT mapping every destination to
+	// a new port opens for birthday probing (see node's birthday.go): the
+	// link punched through one of them stays on it.
+	Spare
 )
 
 // Endpoint is where a link's datagrams go, and where they came from.
@@ -27,6 +32,7 @@ type Endpoint struct {
 	Via    Transport
 	Addr   netip.AddrPort
 	Stream uint32
+	Socket uint16
 	// Relay, when set, is a member that carries the datagrams inside its
 	// own links with both ends; Peer is then the far end. Relayed datagrams
 	// stay encrypted end to end: the relay cannot read them.
@@ -36,6 +42,15 @@ type Endpoint struct {
 
 // UDPEndpoint is a direct endpoint on the shared socket.
 func UDPEndpoint(ap netip.AddrPort) Endpoint { return Endpoint{Addr: ap} }
+
+// SpareEndpoint is a direct endpoint on spare socket socket.
+func SpareEndpoint(socket uint16, ap netip.AddrPort) Endpoint {
+	return Endpoint{Via: Spare, Socket: socket, Addr: ap}
+}
+
+// IsDirect reports whether datagrams go straight to the peer's address,
+// from the shared socket or a spare one.
+func (e Endpoint) IsDirect() bool { return (e.Via == UDP || e.Via == Spare) && !e.IsRelay() }
 
 // RelayEndpoint reaches peer through the member relay.
 func RelayEndpoint(relay, peer nid.ID) Endpoint { return Endpoint{Relay: relay, Peer: peer} }
@@ -70,7 +85,7 @@ func (e Endpoint) rank() int {
 		return 0
 	case e.Via == UDP && e.Addr.Addr().Is6() && !e.Addr.Addr().Is4In6():
 		return bestRank
-	case e.Via == UDP:
+	case e.IsDirect():
 		return 2
 	}
 	return 1
@@ -87,6 +102,8 @@ func (e Endpoint) String() string {
 		return fmt.Sprintf("turn:%v", e.Addr)
 	case e.Via == Stream:
 		return fmt.Sprintf("websocket:%d", e.Stream)
+	case e.Via == Spare:
+		return fmt.Sprintf("%v/spare%d", e.Addr, e.Socket)
 	}
 	return e.Addr.String()
 }

@@ -53,6 +53,19 @@ func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time
 	return p, nil
 }
 
+// Punch sends one handshake to every endpoint in eps for link l, once,
+// beside the link's current path and whatever upgrade it tries: a batch
+// of hole-punching probes. Should an answer come back through one of
+// them, the link moves there without a gap.
+func (m *Manager) Punch(l *Link, eps []Endpoint, now time.Time) error {
+	p, err := m.startHandshake(eps, now, lateAnswers)
+	if err != nil {
+		return err
+	}
+	p.rekeyOf = l
+	return nil
+}
+
 // HandleHandshake processes a handshake datagram from the socket.
 func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time) {
 	h, body, err := wire.ParseHandshake(datagram)

@@ -25,6 +25,9 @@ type Message struct {
 var (
 	ErrNotBinding = errors.New("nat: not a STUN binding request or success")
 	ErrNoAddress  = errors.New("nat: binding success without a mapped address")
+	// ErrWouldAmplify: anyone can send a request from a forged address,
+	// so a request shorter than its answer gets none.
+	ErrWouldAmplify = errors.New("nat: the answer would be longer than the request")
 )
 
 // Parse decodes a binding request or binding success response.
@@ -81,6 +84,26 @@ func BindingRequest(id TxID) []byte {
 		panic("nat: building a binding request: " + err.Error())
 	}
 	return msg.Raw
+}
+
+// Answer is the answer to request m, which was reqLen bytes long, from
+// from: ErrWouldAmplify when it would be longer than the request.
+func Answer(m Message, reqLen int, from netip.AddrPort) ([]byte, error) {
+	answer := BindingSuccess(m.TxID, from)
+	if len(answer) > reqLen {
+		return nil, ErrWouldAmplify
+	}
+	return answer, nil
+}
+
+// SecondPort is where a beacon at beacon answers STUN too: the port after
+// its own. Asked at two ports, a single beacon sees whether a NAT maps
+// every destination to a new port. ok is false for the last port.
+func SecondPort(beacon netip.AddrPort) (second netip.AddrPort, ok bool) {
+	if beacon.Port() == 65535 {
+		return netip.AddrPort{}, false
+	}
+	return netip.AddrPortFrom(beacon.Addr(), beacon.Port()+1), true
 }
 
 // BindingSuccess answers a request: the requester's address as we saw it.

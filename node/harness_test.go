@@ -31,6 +31,8 @@ type testNet struct {
 	// blocked drops datagrams between two addresses (from, to), as a
 	// firewall or NAT that lets nothing through would.
 	blocked map[[2]netip.AddrPort]bool
+	// nats are the NAT routers nodes sit behind, by public address.
+	nats map[netip.Addr]*testNAT
 	// stalled nodes' cores get no ticks and handle no events, as on a
 	// machine too loaded to run them, while their data paths go on.
 	stalled map[*testNode]bool
@@ -67,6 +69,8 @@ type testNode struct {
 	// addr6, when valid, is the node's IPv6 address: datagrams to IPv6
 	// addresses leave from it (giveIPv6).
 	addr6 netip.AddrPort
+	// nat, when set, is the NAT router the node sits behind (behindNAT).
+	nat *testNAT
 }
 
 func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
@@ -78,6 +82,9 @@ func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
 		if from = n.addr6; !from.IsValid() {
 			return // no IPv6 route
 		}
+	}
+	if n.nat != nil {
+		from = n.nat.translate(insideSocket{n, to.Via == link.Spare, to.Socket}, to.Addr)
 	}
 	n.w.queue = append(n.w.queue, packet{from, to.Addr, bytes.Clone(b)})
 }
@@ -205,11 +212,14 @@ func (w *testNet) drain() {
 		}
 		p := w.queue[0]
 		w.queue = w.queue[1:]
-		dst := w.byAddr[p.to]
+		dst, from := w.byAddr[p.to], link.UDPEndpoint(p.from)
+		if dst == nil {
+			dst, from = w.throughNAT(p)
+		}
 		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] || w.blocked[[2]netip.AddrPort{p.from, p.to}] {
 			continue
 		}
-		dst.node.Dataplane().FromNetwork(dst.worker, link.UDPEndpoint(p.from), p.b, w.now.UnixNano())
+		dst.node.Dataplane().FromNetwork(dst.worker, from, p.b, w.now.UnixNano())
 	}
 }
 

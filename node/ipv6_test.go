@@ -11,12 +11,10 @@ import (
 	"burrow/overlay"
 )
 
-// A node dials a peer's IPv6 endpoints only when it has IPv6 of its own,
-// and guesses ports (NAT punching) only on IPv4 addresses.
+// A node dials a peer's IPv6 endpoints only when it has IPv6 of its own.
 func TestIPv6CandidatesOnlyFromADualStackNode(t *testing.T) {
 	w := newTestNet(t, 1, 20)
 	n := w.nodes[0].node
-	n.reach.cfg.PunchBudget = 8
 	public4 := netip.MustParseAddrPort("198.51.100.7:4000")
 	private4 := netip.MustParseAddrPort("10.0.0.7:4000")
 	global6 := netip.MustParseAddrPort("[2001:db8::7]:4000")
@@ -37,14 +35,6 @@ func TestIPv6CandidatesOnlyFromADualStackNode(t *testing.T) {
 	got := n.candidates(peer)
 	if !slices.Contains(direct(got), global6) {
 		t.Fatalf("a dual-stack node's candidates for the peer lack its IPv6 address: %v", direct(got))
-	}
-	for _, ep := range direct(n.sprayPorts(got)) {
-		if ep.Addr().Is6() && ep != global6 {
-			t.Fatalf("port guessed on an IPv6 address: %v", ep)
-		}
-	}
-	if only6 := []link.Endpoint{link.UDPEndpoint(global6)}; len(n.sprayPorts(only6)) != 1 {
-		t.Fatal("a peer reachable only over IPv6 got punch probes")
 	}
 }
 

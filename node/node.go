@@ -249,6 +249,7 @@ func (n *Node) Tick(now time.Time) {
 	n.now = now
 	n.links.Tick(now)
 	n.reachTick(now)
+	n.birthdayTick(now)
 	n.rendezvousTick(now)
 	n.overlayTick(now)
 	n.topologyTick(now)
@@ -279,7 +280,7 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize
 	}
-	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline(), n.pingDeadline()} {
+	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline(), n.pingDeadline(), n.birthdayDeadline(now)} {
 		if !t.IsZero() && t.Before(next) {
 			next = t
 		}
@@ -333,6 +334,7 @@ func (e *linkEvents) LinkUp(l *link.Link) {
 	n.log.Info("link up", "peer", l.Peer.Name, "nid", l.Peer.ID.Short(), "endpoint", l.Endpoint(), "cipher", l.Current().Cipher)
 	n.setAdjacency()
 	n.rendezvousLinkUp(l)
+	n.askLinkedPeer(l)
 	n.shareRevocations(l)
 	n.advertiseLeaves(l, l.Since)
 	n.overlayLinkUp(l, l.Since)

@@ -326,7 +326,6 @@ func TestWrongEntryPointingBackIsRepaired(t *testing.T) {
 func TestSTUNServerNeverAnswersWithMoreThanItGot(t *testing.T) {
 	w := newTestNet(t, 1, 5)
 	server := w.nodes[0]
-	server.node.reach.cfg.STUNServer = true
 	w.giveIPv6(server) // to answer over IPv6
 	from := link.UDPEndpoint(netip.MustParseAddrPort("[2001:db8::66]:4000"))
 	plain, err := stun.Build(stun.BindingRequest, stun.TransactionID, stun.Fingerprint)

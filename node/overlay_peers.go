@@ -174,7 +174,7 @@ func (n *Node) dialPeer(ps *peerState, now time.Time) {
 		return
 	}
 	if c := n.candidates(ps.info); len(c) > 0 {
-		ps.dial = n.links.AddDial(n.sprayPorts(c), link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
+		ps.dial = n.links.AddDial(c, link.DialOptions{Peer: ps.info.ID, Attempts: dialAttempts}, now)
 	}
 }
 

@@ -232,7 +232,6 @@ func TestOnDemandLinkOpensForHeavyTrafficAndCloses(t *testing.T) {
 func TestNodesKeepALinkToABeaconAndLearnTheirMapping(t *testing.T) {
 	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
 	beacon := w.add("beacon", 500, OverlayConfig{Params: overlay.Params{Successors: 2}})
-	beacon.node.reach.cfg.STUNServer = true
 	var nodes []*testNode
 	for i := range 5 {
 		n := w.addWith(fmt.Sprintf("n%d", i), 501+uint64(i), OverlayConfig{Params: overlay.Params{Successors: 2}},

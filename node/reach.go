@@ -18,13 +18,11 @@ type ReachConfig struct {
 	// relays. The node keeps a link to one of them, so a relayed path to it
 	// always exists.
 	Beacons []Beacon
-	// STUNServer answers STUN binding requests on the node's socket.
-	STUNServer bool
 	// ProbeEvery is how often the node asks the beacons how they see it.
 	ProbeEvery time.Duration
-	// PunchBudget is how many extra ports of a peer's public address a
-	// first dial probes, in case the peer's NAT maps every destination to a
-	// new port: a long shot before the relay takes over. 0 turns it off.
+	// PunchBudget is how many ports of a peer's public address a round of
+	// birthday probing guesses when the peer's NAT maps every destination
+	// to a new port (see birthday.go). 0 turns birthday probing off.
 	PunchBudget int
 }
 
@@ -70,6 +68,8 @@ type reachState struct {
 	udpWorks  bool
 	raced     bool
 	stream    *link.Dial // a dial over a WebSocket, beside the UDP one
+	// birthdays are the probings toward peers linked over a relay.
+	birthdays map[nid.ID]*birthday
 }
 
 func (n *Node) initReach(now time.Time) {
@@ -81,9 +81,13 @@ func (n *Node) initReach(now time.Time) {
 	var servers []netip.AddrPort
 	for _, b := range r.cfg.Beacons {
 		servers = append(servers, b.Addr)
+		if second, ok := nat.SecondPort(b.Addr); ok {
+			servers = append(servers, second)
+		}
 	}
 	r.prober = nat.NewProber(servers, n.cfg.Overlay.Advertise, r.cfg.ProbeEvery, n.cfg.Handshake.Rand, now)
-	r.stunLimit = ratelimit.New(10, 2000, 4096)
+	r.stunLimit = NewSTUNLimiter()
+	r.birthdays = make(map[nid.ID]*birthday)
 }
 
 // endpoints are this node's candidates: its own addresses, those the
@@ -115,37 +119,14 @@ func (n *Node) mayUpgrade(ep link.Endpoint) bool {
 	return ep.IsRelay() || (!ep.IsBest() && n.hasIPv6())
 }
 
-// sprayPorts adds up to the punch budget of endpoints on random ports of
-// the peer's public addresses, for NATs that give each destination a new
-// port. They are counted in the PunchProbes statistic.
-func (n *Node) sprayPorts(eps []link.Endpoint) []link.Endpoint {
-	budget := n.reach.cfg.PunchBudget
-	if budget <= 0 {
-		return eps
-	}
-	var public []netip.Addr
-	for _, ep := range eps {
-		// IPv6 needs no punching: there is no NAT whose ports to guess.
-		if a := ep.Addr.Addr(); ep.Via == link.UDP && !ep.IsRelay() && a.Is4() && a.IsGlobalUnicast() && !a.IsPrivate() && !slices.Contains(public, a) {
-			public = append(public, a)
-		}
-	}
-	if len(public) == 0 {
-		return eps
-	}
-	out := slices.Clone(eps)
-	for i := range budget {
-		port := uint16(1024 + n.ov.rng.IntN(65535-1024))
-		out = append(out, link.UDPEndpoint(netip.AddrPortFrom(public[i%len(public)], port)))
-	}
-	n.stats.PunchProbes.Add(uint64(budget))
-	return out
-}
+// NewSTUNLimiter bounds the STUN requests a node answers: ten a second
+// from one address, two thousand in all.
+func NewSTUNLimiter() *ratelimit.Limiter { return ratelimit.New(10, 2000, 4096) }
 
 // SetRelayedAddress records the node's TURN allocation (zero when lost).
 func (n *Node) SetRelayedAddress(addr netip.AddrPort) { n.reach.turn = addr }
 
-// handleSTUN answers binding requests (when this node serves STUN) and
+// handleSTUN answers binding requests (every member serves STUN) and
 // takes binding responses to our own probes.
 func (n *Node) handleSTUN(from link.Endpoint, b []byte, now time.Time) {
 	m, err := nat.Parse(b)
@@ -154,14 +135,12 @@ func (n *Node) handleSTUN(from link.Endpoint, b []byte, now time.Time) {
 		return
 	}
 	if m.Request {
-		if !n.reach.cfg.STUNServer || !n.reach.stunLimit.Allow(from.Addr.Addr(), now) {
+		if !n.reach.stunLimit.Allow(from.Addr.Addr(), now) {
 			n.stats.drop(DropRateLimited)
 			return
 		}
-		answer := nat.BindingSuccess(m.TxID, from.Addr)
-		if len(answer) > len(b) {
-			// Anyone can send a request from a forged address: never
-			// answer it with more bytes than it had.
+		answer, err := nat.Answer(m, len(b), from.Addr)
+		if err != nil {
 			n.stats.drop(DropTooShort)
 			return
 		}
@@ -170,6 +149,17 @@ func (n *Node) handleSTUN(from link.Endpoint, b []byte, now time.Time) {
 	}
 	if n.reach.prober.Answer(from.Addr, m) {
 		n.log.Info("reflexive address", "addresses", n.reach.prober.Reflexive(), "nat", n.reach.prober.Behaviour())
+	}
+}
+
+// askLinkedPeer makes a peer linked straight at a public address one of
+// the STUN servers, as every member answers STUN: a node that others
+// contacted first picked no one to ask, and a second server, besides the
+// beacon, is what tells a NAT that maps every destination to a new port
+// (birthday.go) from one that keeps a mapping per socket.
+func (n *Node) askLinkedPeer(l *link.Link) {
+	if ep := l.Endpoint(); ep.Via == link.UDP && !ep.IsRelay() && publicAddr(ep.Addr.Addr()) {
+		n.reach.prober.AddServer(ep.Addr, maxSTUNServers, n.now)
 	}
 }
 

@@ -230,7 +230,7 @@ func (n *Node) RendezvousCard(from string, card overlay.Card, now time.Time) {
 				n.stats.drop(DropRateLimited)
 				return
 			}
-			d := n.links.AddDial(n.sprayPorts(n.candidates(card.Info)), link.DialOptions{Peer: card.Info.ID, Attempts: dialAttempts}, now)
+			d := n.links.AddDial(n.candidates(card.Info), link.DialOptions{Peer: card.Info.ID, Attempts: dialAttempts}, now)
 			r.answering = append(r.answering, d)
 		}
 		n.out.(Rendezvous).SendCard(from, n.card(overlay.CardAnswer))
@@ -254,7 +254,7 @@ func (n *Node) RendezvousCard(from string, card overlay.Card, now time.Time) {
 // rendezvousContact dials a member found through the server as a contact
 // to find our place through.
 func (n *Node) rendezvousContact(in overlay.Info, now time.Time) *contact {
-	d := n.links.AddDial(n.sprayPorts(n.candidates(in)), link.DialOptions{Peer: in.ID, Attempts: rendezvousDialAttempts}, now)
+	d := n.links.AddDial(n.candidates(in), link.DialOptions{Peer: in.ID, Attempts: rendezvousDialAttempts}, now)
 	c := &contact{dial: d, bootstrap: true}
 	n.ov.contacts = append(n.ov.contacts, c)
 	return c
@@ -271,13 +271,8 @@ func (n *Node) askForAddress(in overlay.Info, now time.Time) {
 	}
 }
 
-// rendezvousLinkUp retires the dials toward a joiner once linked, and
-// makes a peer linked at a public address one of the STUN servers: a
-// node that others contacted first picked no one to ask.
+// rendezvousLinkUp retires the dials toward a joiner once linked.
 func (n *Node) rendezvousLinkUp(l *link.Link) {
-	if ep := l.Endpoint(); n.rv.on && ep.Via == link.UDP && !ep.IsRelay() && publicAddr(ep.Addr.Addr()) {
-		n.reach.prober.AddServer(ep.Addr, maxSTUNServers, n.now)
-	}
 	n.rv.answering = slices.DeleteFunc(n.rv.answering, func(d *link.Dial) bool {
 		if d.Peer == l.Peer.ID {
 			n.links.RemoveDial(d)

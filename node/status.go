@@ -67,6 +67,8 @@ type LinkStatus struct {
 	TxBytes       uint64    `json:"tx_bytes"`
 	RxPackets     uint64    `json:"rx_packets"`
 	TxPackets     uint64    `json:"tx_packets"`
+	// Punch is the birthday probing toward the peer, when there was any.
+	Punch *PunchStatus `json:"punch,omitempty"`
 }
 
 // DialStatus describes a configured peer the node keeps a link to.
@@ -117,6 +119,7 @@ func (n *Node) Status() Status {
 			RxBytes: l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
 			RxPackets: l.Counters.RxPackets.Load(), TxPackets: l.Counters.TxPackets.Load(),
 			ProbeRTT: l.Counters.ProbeRTT().Seconds() * 1000, Suspect: l.Suspect(),
+			Punch: n.punchStatus(l.Peer.ID),
 		}
 		if l.Up() {
 			ls.State, ls.Since = "up", l.Since

@@ -61,6 +61,7 @@ type Daemon struct {
 	done           chan struct{}
 	err            error
 	tr             transports
+	spare          spareSockets
 	kp             *kernelPath // kernel_path, when enabled
 	tapQueues      []*fq.Queue // one per TAP queue, closed once its goroutines end
 	// tapBells wake each TAP queue's worker when its reader queued frames.
@@ -328,7 +329,7 @@ func loadMembership(cfg *config.Config, key identity.NodeKey, now time.Time) (*i
 func reachConfig(cfg *config.Config) node.ReachConfig {
 	// Without a beacon, members that find each other through a
 	// rendezvous server tell each other their public addresses.
-	r := node.ReachConfig{STUNServer: cfg.Beacon.Enabled || cfg.Rendezvous.XMPP != nil, PunchBudget: cfg.NAT.Budget()}
+	r := node.ReachConfig{PunchBudget: cfg.NAT.Budget()}
 	for _, b := range cfg.Beacons {
 		r.Beacons = append(r.Beacons, node.Beacon{Addr: b.Addr, WebSocket: b.WebSocket != ""})
 	}
@@ -571,6 +572,8 @@ func (d *Daemon) sendOne(to link.Endpoint, b []byte) {
 		err = d.tr.turn.Send(to.Addr, b)
 	case to.Via == link.Stream:
 		err = d.sendStream(to.Stream, b)
+	case to.Via == link.Spare:
+		err = d.spare.send(to.Socket, to.Addr, b)
 	default:
 		err = fmt.Errorf("no %v transport on this node", to.Path())
 	}

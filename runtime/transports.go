@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"time"
@@ -21,6 +22,7 @@ import (
 type transports struct {
 	turn *turnc.Client
 	ws   *wsock.Server
+	stun *net.UDPConn // a beacon's second STUN port
 
 	mu      sync.Mutex
 	clients map[uint32]*wsock.Client
@@ -34,6 +36,7 @@ const clientStreamBase = 1 << 31
 
 // startTransports sets up TURN and the WebSocket server as configured.
 func (d *Daemon) startTransports(cfg *config.Config) error {
+	d.initSpareSockets(cfg.ListenAddr)
 	t := &d.tr
 	t.clients = make(map[uint32]*wsock.Client)
 	t.next = clientStreamBase
@@ -49,6 +52,9 @@ func (d *Daemon) startTransports(cfg *config.Config) error {
 			return fmt.Errorf("turn: %w", err)
 		}
 		t.turn = client
+	}
+	if cfg.Beacon.Enabled {
+		d.serveSecondSTUNPort(cfg.ListenAddr)
 	}
 	if ws := cfg.Beacon.WebSocket; cfg.Beacon.Enabled && ws.Listen != "" {
 		var tlsConfig *tls.Config
@@ -153,6 +159,10 @@ func (o *coreOutput) OpenStream(beacon int) {
 }
 
 func (d *Daemon) closeTransports() {
+	d.spare.close()
+	if d.tr.stun != nil {
+		d.tr.stun.Close()
+	}
 	if d.tr.turn != nil {
 		d.tr.turn.Close()
 	}

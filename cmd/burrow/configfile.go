@@ -393,9 +393,11 @@ beacon:
 #   realm: ""
 
 nat:
-  # Random ports of a peer's public address that a first dial probes, for
-  # NATs that map each destination anew; -1 turns it off.
-  # punch_budget: 32
+  # Birthday probing, for a peer whose NAT maps each destination to a new
+  # port, while the link to it is relayed: how many ports of its public
+  # address one round guesses (it sends from 512 spare sockets meanwhile);
+  # -1 turns it off.
+  # punch_budget: 1000
 
 # The kernel path, for links inside one datacenter or cluster: frames to
 # peers in a trusted underlay travel in plain UDP, put in and taken out by

@@ -236,6 +236,14 @@ func (node *Node) PathTo(other *Node) string { return node.upLinkTo(other).Path 
 // (relay:<relay's short ID> on a relayed path), "" without one.
 func (node *Node) EndpointTo(other *Node) string { return node.upLinkTo(other).Endpoint }
 
+// LinkTo is node's up link to other as node reports it, nil without one.
+func (node *Node) LinkTo(other *Node) *linkStatus {
+	if l := node.upLinkTo(other); l.NodeID != "" {
+		return &l
+	}
+	return nil
+}
+
 // upLinkTo is n's link to other if it is up, the zero value otherwise.
 func (n *Node) upLinkTo(other *Node) (up linkStatus) {
 	st, err := n.Status()
