@@ -109,6 +109,11 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 			t.Errorf("%v (paths now %q/%q)", err, a.PathTo(b), b.PathTo(a))
 		}
 	}
+	// burrow peers names the path birthday probing opened.
+	out, err := exec.Command(burrowBin, "peers", "--socket", n.nodes["c1"].Config.ControlSocket).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "direct (birthday probing") {
+		t.Errorf("burrow peers on c1 does not show the path birthday probing opened: %v\n%s", err, out)
+	}
 	pingAll(t, all, 60*time.Second)
 	// A–B traffic never touches the beacon's relay; C1–C2 traffic does.
 	a, b := n.nodes["a"], n.nodes["b"]

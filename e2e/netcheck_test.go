@@ -122,7 +122,7 @@ func TestNetcheckReportsTheNAT(t *testing.T) {
 	}
 
 	sym := netcheck(t, member("sym", netlab.Symmetric, beacons))
-	if !sym.UDP || sym.Mapping != "dependent" || sym.PortAllocation != "random" || len(sym.PublicAddresses) != len(sym.Mappings) {
+	if !sym.UDP || sym.Mapping != "address-and-port-dependent" || sym.PortAllocation != "random" || len(sym.PublicAddresses) != len(sym.Mappings) {
 		t.Errorf("symmetric site: %+v", sym)
 	}
 
@@ -141,10 +141,14 @@ func TestNetcheckReportsTheNAT(t *testing.T) {
 	if !one.UDP || one.Mapping != "unknown" || one.PortAllocation != "preserved" {
 		t.Errorf("endpoint-independent site with one beacon: %+v", one)
 	}
+	// One beacon, asked at its two ports, tells a NAT that maps every
+	// destination anew.
+	oneSym := netcheck(t, member("onesym", netlab.Symmetric, beacons[:1]))
+	if !oneSym.UDP || oneSym.Mapping != "address-and-port-dependent" || len(oneSym.Servers) != 2 || !oneSym.Servers[1].Answered {
+		t.Errorf("symmetric site with one beacon: %+v", oneSym)
+	}
 
-	// A TURN server on the first beacon's address, at another port: two
-	// ports of one address tell address-dependent from
-	// address-and-port-dependent mappings.
+	// A TURN server on the first beacon's address, at a third port.
 	if _, err := exec.LookPath("turnserver"); err != nil {
 		t.Log("not telling the two dependent mappings apart: coturn's turnserver is not installed (apt-get install coturn)")
 	} else {
@@ -164,10 +168,10 @@ func TestNetcheckReportsTheNAT(t *testing.T) {
 			node.Config.TURN = turn
 			return netcheck(t, node)
 		}
-		if r := withTURN("symt", netlab.Symmetric); r.Mapping != "address-and-port-dependent" || len(r.Servers) != 3 || !r.Servers[2].Answered {
+		if r := withTURN("symt", netlab.Symmetric); r.Mapping != "address-and-port-dependent" || len(r.Servers) != 5 || !r.Servers[4].Answered {
 			t.Errorf("symmetric site, two beacons and a TURN server: %+v", r)
 		}
-		if r := withTURN("eit", netlab.EndpointIndependent); r.Mapping != "endpoint-independent" || !r.Servers[2].Answered {
+		if r := withTURN("eit", netlab.EndpointIndependent); r.Mapping != "endpoint-independent" || !r.Servers[4].Answered {
 			t.Errorf("endpoint-independent site, two beacons and a TURN server: %+v", r)
 		}
 	}

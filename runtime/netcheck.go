@@ -21,8 +21,9 @@ import (
 type NetcheckReport struct {
 	// UDP: a server answered over UDP.
 	UDP bool `json:"udp"`
-	// Servers are the STUN servers asked: the beacons, and the TURN
-	// server when one is configured.
+	// Servers are the STUN servers asked: the beacons, each at its own
+	// port and the one after it (nat.SecondPort), and the TURN server when
+	// one is configured.
 	Servers []NetcheckServer `json:"servers"`
 	// PublicAddresses are the distinct addresses the servers saw.
 	PublicAddresses []string `json:"public_addresses"`
@@ -103,6 +104,9 @@ func Netcheck(ctx context.Context, cfg *config.Config) (NetcheckReport, error) {
 	var servers []stunServer
 	for _, b := range cfg.Beacons {
 		servers = append(servers, stunServer{b.Addr, "beacon"})
+		if second, ok := nat.SecondPort(b.Addr); ok {
+			servers = append(servers, stunServer{second, "beacon-second-port"})
+		}
 	}
 	if len(servers) == 0 {
 		return NetcheckReport{}, ErrNoBeacon

@@ -106,6 +106,8 @@ type peerRow struct {
 	LastHandshake time.Time `json:"last_handshake,omitzero"`
 	// HandshakeAge is seconds since LastHandshake, absent without one.
 	HandshakeAge *float64 `json:"handshake_age_s,omitempty"`
+	// Punch is the birthday probing toward the peer, when there was any.
+	Punch *node.PunchStatus `json:"punch,omitempty"`
 }
 
 // peerRows joins each link with the overlay's reasons for it.
@@ -121,7 +123,7 @@ func peerRows(st *runtime.Status, now time.Time) []peerRow {
 			Peer: l.Peer, NodeID: l.NodeID, Kinds: nonNil(ol.Local), PeerKinds: nonNil(ol.Remote),
 			State: l.State, Path: l.Path, Endpoint: l.Endpoint,
 			RxBytes: l.RxBytes, TxBytes: l.TxBytes, RxPackets: l.RxPackets, TxPackets: l.TxPackets,
-			LastHandshake: l.LastHandshake,
+			LastHandshake: l.LastHandshake, Punch: l.Punch,
 		}
 		if l.RTT > 0 {
 			rtt := l.RTT
@@ -141,6 +143,15 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// pathText is the PATH column: the path, and for one that birthday
+// probing opened, how long that took.
+func (r peerRow) pathText() string {
+	if p := r.Punch; p != nil && p.DirectAfter > 0 && r.Path == "direct" {
+		return fmt.Sprintf("direct (birthday probing, %.2f s)", p.DirectAfter/1000)
+	}
+	return orDash(r.Path)
 }
 
 // kindText is the KIND column: this node's reasons, else the peer's.
@@ -166,7 +177,7 @@ func printPeers(w io.Writer, rows []peerRow) {
 			hs = (time.Duration(*r.HandshakeAge * float64(time.Second))).Round(time.Second).String() + " ago"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", orDash(r.Peer), shortID(r.NodeID), r.kindText(), r.State,
-			orDash(r.Path), orDash(r.Endpoint), rtt, bytesHuman(r.RxBytes), bytesHuman(r.TxBytes), hs)
+			r.pathText(), orDash(r.Endpoint), rtt, bytesHuman(r.RxBytes), bytesHuman(r.TxBytes), hs)
 	}
 	tw.Flush()
 	if len(rows) == 0 {
