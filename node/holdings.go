@@ -1,0 +1,199 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"burrow/dht"
+	"burrow/ipam"
+	"burrow/l2"
+	"burrow/nid"
+	"burrow/warrens"
+)
+
+// Frames bound to the holders of leases and subnet claims. An address in
+// the DHCP range (one only a lease gives) or in the container subnet
+// ranges (one only a subnet claim gives) belongs to the member whose
+// signed DHT record holds it. The core looks the record up the first time
+// a frame from another member uses such an address, and publishes the
+// holder in the snapshot; until the answer is there the frames pass. The
+// data path never waits for the DHT.
+
+// RouterGroup is the certificate group of a member that may forward for a
+// LAN behind it (burrow cert sign --router): its frames may use addresses
+// of the DHCP range or the subnet ranges that no lease or claim gives to
+// anyone. Another member's frames with such an address are dropped as
+// unheld.
+const RouterGroup = "router"
+
+const (
+	// heldFor is how long a looked-up holder stands before the next frame
+	// from the address looks it up again (or the record's end, if sooner):
+	// a lease given up and taken by another member moves with it.
+	heldFor = time.Minute
+	// unheldFor is the same for an address no one holds: a lease written
+	// since is found this soon.
+	unheldFor = 10 * time.Second
+	// maxHoldings bounds the addresses and subnets the node keeps holders
+	// of, and maxAsking the lookups under way.
+	maxHoldings = 4096
+	maxAsking   = 256
+)
+
+// holding is who holds an address or a subnet, as the node last looked it
+// up: a zero holder means no one does.
+type holding struct {
+	holder nid.ID
+	client l2.MAC // a lease's client: bound to the holder like a TAP MAC
+	until  time.Time
+}
+
+// subnetRange is a Warrens range whose subnets only claims give.
+type subnetRange struct {
+	prefix netip.Prefix
+	bits   int
+}
+
+type holdingsState struct {
+	leases  map[netip.Addr]holding
+	subnets map[netip.Prefix]holding
+	// asking are the DHT keys being looked up, each with the bridge whose
+	// frame asked (named in the log when the answer says it is dropped).
+	asking map[string]nid.ID
+}
+
+// heldSpace is where the node judges holders: the DHCP range when it
+// serves DHCP itself, and the subnet ranges of the families it claims
+// subnets in. Members of one network share that configuration.
+func (n *Node) heldSpace() (dhcpRange func(netip.Addr) bool, subnets []subnetRange) {
+	if d := n.svc.dhcp; d != nil {
+		dhcpRange = d.Manages
+	}
+	for _, c := range n.cfg.Services.Subnets {
+		bits := warrens.IPv4Bits
+		if c.Family == warrens.IPv6 {
+			bits = warrens.IPv6Bits
+		}
+		subnets = append(subnets, subnetRange{warrens.Range(c.Family), bits})
+	}
+	return dhcpRange, subnets
+}
+
+// publishHoldings copies the holders into the snapshot.
+func (n *Node) publishHoldings(s *snapshot) {
+	h := &n.svc.holdings
+	s.dhcpRange, s.subnetRanges = n.heldSpace()
+	s.leaseHolders = make(map[netip.Addr]holding, len(h.leases))
+	s.clientMACs = make(map[l2.MAC]nid.ID)
+	for a, l := range h.leases {
+		s.leaseHolders[a] = l
+		if l.client != (l2.MAC{}) && l.holder != (nid.ID{}) {
+			s.clientMACs[l.client] = l.holder
+		}
+	}
+	s.subnetHolders = make(map[netip.Prefix]holding, len(h.subnets))
+	for p, c := range h.subnets {
+		s.subnetHolders[p] = c
+	}
+}
+
+// judge is the snapshot's verdict on a frame the core switches; an
+// unjudged source is looked up.
+func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
+	v, src := n.snap.Load().judge(frame, origin)
+	if v == unjudged {
+		n.lookUpHolder(src, origin, now)
+	}
+	return v
+}
+
+// lookUpHolder asks the DHT who holds a, which a frame from bridge origin
+// uses as its source.
+func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
+	h := &n.svc.holdings
+	s := n.snap.Load()
+	var key string
+	var subnet netip.Prefix
+	switch {
+	case s.dhcpRange != nil && s.dhcpRange(a):
+		key = n.svc.dhcp.Key(a)
+	default:
+		r := slices.IndexFunc(s.subnetRanges, func(r subnetRange) bool { return r.prefix.Contains(a) })
+		if r < 0 {
+			return
+		}
+		subnet = netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked()
+		key = warrens.Key(subnet)
+	}
+	if _, busy := h.asking[key]; busy || len(h.asking) >= maxAsking || len(h.leases)+len(h.subnets) >= maxHoldings {
+		return
+	}
+	h.asking[key] = origin
+	n.svc.kv.Get(key, now, func(r dht.Result) {
+		delete(h.asking, key)
+		var held holding
+		switch r.Status {
+		case dht.OK:
+			held = holding{holder: r.Owner, until: r.At.Add(heldFor)}
+			if r.Expires.Before(held.until) {
+				held.until = r.Expires
+			}
+			if !subnet.IsValid() {
+				held.client, _ = ipam.LeaseClient(r.Value)
+			}
+		case dht.NotFound:
+			held = holding{until: r.At.Add(unheldFor)}
+		default:
+			return // unknown still: the next frame asks again
+		}
+		if subnet.IsValid() {
+			h.subnets[subnet] = held
+		} else {
+			h.leases[a] = held
+		}
+		n.dirty |= dirtyHoldings
+		n.logHolding(a, origin, held.holder)
+	})
+}
+
+// logHolding says, once per lookup, when the answer has frames from
+// origin dropped, and why.
+func (n *Node) logHolding(a netip.Addr, origin, holder nid.ID) {
+	switch {
+	case holder == origin:
+	case holder != (nid.ID{}):
+		n.log.Warn("dropping frames from a member using an address another member holds (counted as spoofed)",
+			"address", a, "from", n.memberName(origin), "holder", n.memberName(holder))
+	case n.snap.Load().notRouters[origin]:
+		n.log.Warn("dropping frames from a member using an address no lease or subnet claim gives it (counted as unheld); "+
+			"sign its certificate with burrow cert sign --router if it forwards for a LAN behind it",
+			"address", a, "from", n.memberName(origin))
+	}
+}
+
+// memberName is a linked member's certificate name, else its node ID.
+func (n *Node) memberName(id nid.ID) string {
+	if p := n.snap.Load().byPeer[id]; p != nil && p.link.Peer.Name != "" {
+		return p.link.Peer.Name
+	}
+	return id.String()
+}
+
+// expireHoldings forgets holders past their time, so that the next frame
+// from the address looks it up again.
+func (n *Node) expireHoldings(now time.Time) {
+	h := &n.svc.holdings
+	for a, l := range h.leases {
+		if !now.Before(l.until) {
+			delete(h.leases, a)
+			n.dirty |= dirtyHoldings
+		}
+	}
+	for p, c := range h.subnets {
+		if !now.Before(c.until) {
+			delete(h.subnets, p)
+			n.dirty |= dirtyHoldings
+		}
+	}
+}
