@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"burrow/dht"
+	"burrow/flood"
 	"burrow/ipam"
 	"burrow/l2"
 	"burrow/warrens"
+	"burrow/wire"
 )
 
 // holdersNet is a ring of four members that serve DHCP on 10.9.0.0/24
@@ -131,6 +133,21 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	}
 	if s, u := drops(); s != 6 || u != 3 {
 		t.Fatalf("n counted %d spoofed (want 6) and %d unheld (want 3: all of m's frames but the first)", s, u)
+	}
+
+	// Nor can m advertise the client as a host behind its bridge.
+	advert := flood.AppendLeafAdvert([]byte{byte(wire.InnerFlood)}, m.node.Self(), []l2.MAC{client})
+	for _, l := range m.node.Links().Links() {
+		if l.Peer.ID == n.node.Self() {
+			m.node.Links().Send(l, advert, w.now)
+		}
+	}
+	w.drain()
+	if e, ok := n.node.learn.Lookup(client); !ok || e.Root != v.node.Self() {
+		t.Errorf("after m's advertisement n has v's client behind %v (known %v), want v", e.Root.Short(), ok)
+	}
+	if s, _ := drops(); s != 7 {
+		t.Errorf("n counted %d spoofed, want 7 with m's advertisement", s)
 	}
 
 	// Judging stays free of allocations, looked up or not.

@@ -149,11 +149,7 @@ func (s *snapshot) judge(frame []byte, origin nid.ID) (v verdict, src netip.Addr
 	if origin == (nid.ID{}) {
 		return passes, src
 	}
-	mac := l2.MAC(frame[6:12])
-	if owner, ok := s.macOwners[mac]; ok && owner != origin {
-		return spoofed, src
-	}
-	if owner, ok := s.clientMACs[mac]; ok && owner != origin {
+	if s.macBoundElsewhere(l2.MAC(frame[6:12]), origin) {
 		return spoofed, src
 	}
 	src, ok := l2.SourceAddr(frame)
@@ -180,6 +176,16 @@ func (s *snapshot) judge(frame []byte, origin nid.ID) (v verdict, src netip.Addr
 		return unheld, src
 	}
 	return passes, src
+}
+
+// macBoundElsewhere reports whether mac is a linked peer's TAP MAC, or a
+// leased client's, of a member other than origin.
+func (s *snapshot) macBoundElsewhere(mac l2.MAC, origin nid.ID) bool {
+	if owner, ok := s.macOwners[mac]; ok && owner != origin {
+		return true
+	}
+	owner, ok := s.clientMACs[mac]
+	return ok && owner != origin
 }
 
 // holdingOf finds a's holder: held says a is an address only a lease or

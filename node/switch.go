@@ -317,7 +317,12 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		n.stats.drop(DropMalformed)
 		return
 	}
+	s := n.snap.Load()
 	for i := range m.NumLeaves() {
+		if s.macBoundElsewhere(m.Leaf(i), m.Root) {
+			n.stats.drop(DropSpoofed) // no bridge advertises another member's TAP or leased client
+			continue
+		}
 		n.learnMAC(m.Leaf(i), flood.Port(from.Port), m.Root, now)
 	}
 }
