@@ -39,6 +39,9 @@ const (
 	// of, and maxAsking the lookups under way.
 	maxHoldings = 4096
 	maxAsking   = 256
+	// logDropsEvery is how often the log says why one member's frames are
+	// dropped for one reason.
+	logDropsEvery = time.Minute
 )
 
 // holding is who holds an address or a subnet, as the node last looked it
@@ -61,6 +64,13 @@ type holdingsState struct {
 	// asking are the DHT keys being looked up, each with the bridge whose
 	// frame asked (named in the log when the answer says it is dropped).
 	asking map[string]nid.ID
+	// logged is when the log last said why a member's frames are dropped.
+	logged map[dropLogKey]time.Time
+}
+
+type dropLogKey struct {
+	origin nid.ID
+	v      verdict
 }
 
 // heldSpace is where the node judges holders: the DHCP range when it
@@ -102,8 +112,11 @@ func (n *Node) publishHoldings(s *snapshot) {
 // unjudged source is looked up.
 func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
 	v, src := n.snap.Load().judge(frame, origin)
-	if v == unjudged {
+	switch v {
+	case unjudged:
 		n.lookUpHolder(src, origin, now)
+	case spoofed, unheld:
+		n.logDrop(v, src, origin, now)
 	}
 	return v
 }
@@ -153,23 +166,42 @@ func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
 			h.leases[a] = held
 		}
 		n.dirty |= dirtyHoldings
-		n.logHolding(a, origin, held.holder)
+		n.logHolding(a, origin, held.holder, r.At)
 	})
 }
 
-// logHolding says, once per lookup, when the answer has frames from
-// origin dropped, and why.
-func (n *Node) logHolding(a netip.Addr, origin, holder nid.ID) {
+// logHolding says, when a lookup's answer has frames from origin
+// dropped, why.
+func (n *Node) logHolding(a netip.Addr, origin, holder nid.ID, now time.Time) {
 	switch {
 	case holder == origin:
 	case holder != (nid.ID{}):
-		n.log.Warn("dropping frames from a member using an address another member holds (counted as spoofed)",
-			"address", a, "from", n.memberName(origin), "holder", n.memberName(holder))
+		n.logDrop(spoofed, a, origin, now, "holder", n.memberName(holder))
 	case n.snap.Load().notRouters[origin]:
-		n.log.Warn("dropping frames from a member using an address no lease or subnet claim gives it (counted as unheld); "+
-			"sign its certificate with burrow cert sign --router if it forwards for a LAN behind it",
-			"address", a, "from", n.memberName(origin))
+		n.logDrop(unheld, a, origin, now)
 	}
+}
+
+// logDrop says why frames from origin are dropped, at most once per
+// member and reason in logDropsEvery; a is the frame's source address,
+// invalid when its MAC gave it away.
+func (n *Node) logDrop(v verdict, a netip.Addr, origin nid.ID, now time.Time, attrs ...any) {
+	h := &n.svc.holdings
+	k := dropLogKey{origin, v}
+	if at, ok := h.logged[k]; ok && now.Sub(at) < logDropsEvery {
+		return
+	}
+	h.logged[k] = now
+	if a.IsValid() {
+		attrs = append([]any{"address", a}, attrs...)
+	}
+	attrs = append([]any{"from", n.memberName(origin)}, attrs...)
+	if v == spoofed {
+		n.log.Warn("dropping frames from a member that uses another member's MAC or address (counted as spoofed)", attrs...)
+		return
+	}
+	n.log.Warn("dropping frames from a member using an address no lease or subnet claim gives it (counted as unheld); "+
+		"sign its certificate with burrow cert sign --router if it forwards for a LAN behind it", attrs...)
 }
 
 // memberName is a linked member's certificate name, else its node ID.
@@ -194,6 +226,11 @@ func (n *Node) expireHoldings(now time.Time) {
 		if !now.Before(c.until) {
 			delete(h.subnets, p)
 			n.dirty |= dirtyHoldings
+		}
+	}
+	for k, at := range h.logged {
+		if now.Sub(at) >= logDropsEvery {
+			delete(h.logged, k)
 		}
 	}
 }

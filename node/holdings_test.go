@@ -1,8 +1,11 @@
 package node
 
 import (
+	"bytes"
 	"fmt"
+	"log/slog"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +78,8 @@ func (tn *testNode) lease(t *testing.T, ip netip.Addr, client l2.MAC) {
 // and is dropped as unheld from m.
 func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	w, v, m, n, r := holdersNet(t)
+	var logged bytes.Buffer
+	n.node.log = slog.New(slog.NewTextHandler(&logged, nil))
 	nIP := netip.MustParseAddr("10.9.0.3")
 	leased, client := netip.MustParseAddr("10.9.0.150"), l2.MAC{2, 0xc1, 0, 0, 0, 1}
 	v.lease(t, leased, client)
@@ -133,6 +138,18 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	}
 	if s, u := drops(); s != 6 || u != 3 {
 		t.Fatalf("n counted %d spoofed (want 6) and %d unheld (want 3: all of m's frames but the first)", s, u)
+	}
+
+	for _, want := range []string{
+		"counted as spoofed)\" from=m address=10.9.0.150",
+		"counted as unheld); sign its certificate with burrow cert sign --router if it forwards for a LAN behind it\" from=m address=10.9.0.160",
+	} {
+		if !strings.Contains(logged.String(), want) {
+			t.Errorf("n's log lacks %q:\n%s", want, logged.String())
+		}
+	}
+	if strings.Contains(logged.String(), "from=r") {
+		t.Errorf("n's log complains of r, a router:\n%s", logged.String())
 	}
 
 	// Nor can m advertise the client as a host behind its bridge.
