@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -269,6 +271,12 @@ func TestAMemberCannotUseAnothersLease(t *testing.T) {
 		t.Errorf("n counted no unheld frames: %v", st.Drops)
 	}
 	t.Logf("n dropped %d frames from m on an address no lease gives", st.Drops["unheld"])
+	log, _ := os.ReadFile(n.Process.LogPath())
+	for _, want := range []string{"counted as spoofed", "burrow cert sign --router"} {
+		if !bytes.Contains(log, []byte(want)) || !bytes.Contains(log, []byte("from="+m.Name)) {
+			t.Errorf("n's log does not say it drops m's frames (%q):\n%s", want, log)
+		}
+	}
 }
 
 // borrowAddress does what a member does to take over an address of
