@@ -28,12 +28,13 @@ import (
 const RouterGroup = "router"
 
 const (
-	// heldFor is how long a looked-up holder stands before the next frame
-	// from the address looks it up again (or the record's end, if sooner):
-	// a lease given up and taken by another member moves with it.
+	// heldFor is how often a holder is looked up again (or at the
+	// record's end, if sooner): a lease given up and taken by another
+	// member moves with it. An address no one has held for that long is
+	// forgotten.
 	heldFor = time.Minute
-	// unheldFor is the same for an address no one holds: a lease written
-	// since is found this soon.
+	// unheldFor is how often an address no one holds is looked up again:
+	// a lease written since is found this soon.
 	unheldFor = 10 * time.Second
 	// maxHoldings bounds the addresses and subnets the node keeps holders
 	// of, and maxAsking the lookups under way.
@@ -48,8 +49,10 @@ const (
 // up: a zero holder means no one does.
 type holding struct {
 	holder nid.ID
-	client l2.MAC // a lease's client: bound to the holder like a TAP MAC
-	until  time.Time
+	client l2.MAC    // a lease's client: bound to the holder like a TAP MAC
+	until  time.Time // when to look it up again
+	// unheldSince is when the node first found no one holding it.
+	unheldSince time.Time
 }
 
 // subnetRange is a Warrens range whose subnets only claims give.
@@ -126,25 +129,38 @@ func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
 func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
 	h := &n.svc.holdings
 	s := n.snap.Load()
-	var key string
-	var subnet netip.Prefix
-	switch {
-	case s.dhcpRange != nil && s.dhcpRange(a):
-		key = n.svc.dhcp.Key(a)
-	default:
-		r := slices.IndexFunc(s.subnetRanges, func(r subnetRange) bool { return r.prefix.Contains(a) })
-		if r < 0 {
-			return
-		}
-		subnet = netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked()
-		key = warrens.Key(subnet)
+	if len(h.leases)+len(h.subnets) >= maxHoldings {
+		return
 	}
-	if _, busy := h.asking[key]; busy || len(h.asking) >= maxAsking || len(h.leases)+len(h.subnets) >= maxHoldings {
+	if s.dhcpRange != nil && s.dhcpRange(a) {
+		n.askHolder(a, netip.Prefix{}, origin, now)
+		return
+	}
+	if r := slices.IndexFunc(s.subnetRanges, func(r subnetRange) bool { return r.prefix.Contains(a) }); r >= 0 {
+		n.askHolder(a, netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked(), origin, now)
+	}
+}
+
+// askHolder reads the record of a's lease, or of subnet's claim when
+// subnet is valid, and keeps who holds it. An answer already kept stands
+// until the new one is there. origin is the bridge whose frame asked,
+// zero for a refresh.
+func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now time.Time) {
+	h := &n.svc.holdings
+	key := warrens.Key(subnet)
+	if !subnet.IsValid() {
+		key = n.svc.dhcp.Key(a)
+	}
+	if _, busy := h.asking[key]; busy || len(h.asking) >= maxAsking {
 		return
 	}
 	h.asking[key] = origin
 	n.svc.kv.Get(key, now, func(r dht.Result) {
 		delete(h.asking, key)
+		before, ok := h.leases[a]
+		if subnet.IsValid() {
+			before, ok = h.subnets[subnet]
+		}
 		var held holding
 		switch r.Status {
 		case dht.OK:
@@ -156,9 +172,12 @@ func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
 				held.client, _ = ipam.LeaseClient(r.Value)
 			}
 		case dht.NotFound:
-			held = holding{until: r.At.Add(unheldFor)}
+			held = holding{until: r.At.Add(unheldFor), unheldSince: r.At}
+			if ok && before.holder == (nid.ID{}) {
+				held.unheldSince = before.unheldSince
+			}
 		default:
-			return // unknown still: the next frame asks again
+			return // as before: the next frame, or the next tick, asks again
 		}
 		if subnet.IsValid() {
 			h.subnets[subnet] = held
@@ -166,7 +185,9 @@ func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
 			h.leases[a] = held
 		}
 		n.dirty |= dirtyHoldings
-		n.logHolding(a, origin, held.holder, r.At)
+		if origin != (nid.ID{}) {
+			n.logHolding(a, origin, held.holder, r.At)
+		}
 	})
 }
 
@@ -212,20 +233,35 @@ func (n *Node) memberName(id nid.ID) string {
 	return id.String()
 }
 
-// expireHoldings forgets holders past their time, so that the next frame
-// from the address looks it up again.
-func (n *Node) expireHoldings(now time.Time) {
+// refreshHoldings looks up again the holders whose answer is due, keeping
+// the answer until the new one is there, so that no frame passes
+// unjudged in between. An address no one has held for heldFor is
+// forgotten instead: the next frame from it asks again.
+func (n *Node) refreshHoldings(now time.Time) {
 	h := &n.svc.holdings
+	due := func(l holding) (refresh, forget bool) {
+		if now.Before(l.until) {
+			return false, false
+		}
+		if l.holder == (nid.ID{}) && now.Sub(l.unheldSince) >= heldFor {
+			return false, true
+		}
+		return true, false
+	}
 	for a, l := range h.leases {
-		if !now.Before(l.until) {
+		if refresh, forget := due(l); forget {
 			delete(h.leases, a)
 			n.dirty |= dirtyHoldings
+		} else if refresh {
+			n.askHolder(a, netip.Prefix{}, nid.ID{}, now)
 		}
 	}
 	for p, c := range h.subnets {
-		if !now.Before(c.until) {
+		if refresh, forget := due(c); forget {
 			delete(h.subnets, p)
 			n.dirty |= dirtyHoldings
+		} else if refresh {
+			n.askHolder(p.Addr(), p, nid.ID{}, now)
 		}
 	}
 	for k, at := range h.logged {

@@ -467,7 +467,7 @@ func (n *Node) servicesTick(now time.Time) {
 			delete(s.arp, ip)
 		}
 	}
-	n.expireHoldings(now)
+	n.refreshHoldings(now)
 }
 
 // ringChangedForDHT tells the DHT when the predecessor or successors
