@@ -1,7 +1,11 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net/netip"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -173,33 +177,12 @@ func TestAMemberCannotClaimAnothersAddress(t *testing.T) {
 	if err := cluster.WaitFor(ctx, "every link", func() bool { return v.UpLinks() == 2 && m.UpLinks() == 2 && n.UpLinks() == 2 }); err != nil {
 		t.Fatal(err)
 	}
-	vIP := v.Address.Addr().String()
-	if out, err := m.Host.Run(ctx, "ip", "addr", "add", vIP+"/32", "dev", "burrow0"); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	if out, err := m.Host.Run(ctx, "arping", "-U", "-c", "3", "-i", "burrow0", "-S", vIP, vIP); err != nil {
-		t.Logf("arping -U (no replies are expected): %v: %s", err, out)
-	}
-	m.Host.Run(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", vIP, n.Address.Addr().String())
+	borrowAddress(t, ctx, m, "burrow0", v.Address.Addr(), n.Address.Addr())
 	if r, err := netlab.Ping(ctx, n.Host, v.Address.Addr(), 3, 100*time.Millisecond); err != nil || r.Received == 0 {
 		st, _ := n.Status()
 		t.Fatalf("n cannot reach v's address: %+v %v; n's drops %v", r, err, st.Drops)
 	}
-	neigh, err := n.Host.Run(ctx, "ip", "neigh", "show", vIP, "dev", "burrow0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mst, err := m.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	vst, err := v.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(neigh), mst.TAP.MAC) || !strings.Contains(string(neigh), vst.TAP.MAC) {
-		t.Errorf("n's neighbour entry for %s is %q; want v's MAC %s, not m's %s", vIP, strings.TrimSpace(string(neigh)), vst.TAP.MAC, mst.TAP.MAC)
-	}
+	checkNeighbour(t, ctx, n.Host, "burrow0", v.Address.Addr(), macOf(t, ctx, v.Host, "burrow0"), macOf(t, ctx, m.Host, "burrow0"))
 	st, err := n.Status()
 	if err != nil {
 		t.Fatal(err)
@@ -208,4 +191,127 @@ func TestAMemberCannotClaimAnothersAddress(t *testing.T) {
 		t.Errorf("n counted no spoofed frames: %v", st.Drops)
 	}
 	t.Logf("n dropped %d frames from m that used v's address", st.Drops["spoofed"])
+}
+
+// TestAMemberCannotUseAnothersLease: a client behind v (udhcpc in a
+// container on v's bridge) gets an address by DHCP over the overlay, and n
+// pings it. m puts the leased address on its own bridge, announces it with
+// gratuitous ARP (arping -U) and pings n from it: n's neighbour entry for
+// the address stays the client's MAC, the client keeps answering, and n
+// counts m's frames as spoofed. m then takes an address of the DHCP range
+// that no lease gives, and n drops its frames as unheld; r, whose
+// certificate has group router, gets through from another such address.
+func TestAMemberCannotUseAnothersLease(t *testing.T) {
+	_, nw := newServicesNetwork(t, 4)
+	v, m, n, r := nw.Nodes[0], nw.Nodes[1], nw.Nodes[2], nw.Nodes[3]
+	setGroups(t, map[*cluster.Node]string{r: node.RouterGroup})
+	startRing(t, nw)
+	ctx := ctxFor(t, 90*time.Second)
+	client, err := v.Host.AddContainer("lease-holder", "br0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := client.Run(ctx, "udhcpc", "-i", "eth0", "-n", "-q", "-t", "10", "-T", "2", "-s", "/etc/udhcpc/default.script"); err != nil {
+		t.Fatalf("udhcpc behind v: %v\n%s", err, out)
+	}
+	out, _ := client.Run(ctx, "ip", "-4", "addr", "show", "dev", "eth0")
+	match := leasedAddr.FindSubmatch(out)
+	if match == nil {
+		t.Fatalf("the client got no address:\n%s", out)
+	}
+	leased := netip.MustParseAddr(string(match[1]))
+	// n looks the lease's holder up at the first frame from the address.
+	reachable := func(from *netlab.Host, to netip.Addr) bool {
+		r, err := netlab.Ping(ctx, from, to, 3, 200*time.Millisecond)
+		return err == nil && r.Received > 0
+	}
+	if !reachable(n.Host, leased) {
+		t.Fatalf("n cannot reach v's client at %s", leased)
+	}
+
+	borrowAddress(t, ctx, m, "br0", leased, n.Address.Addr())
+	if !reachable(n.Host, leased) {
+		st, _ := n.Status()
+		t.Fatalf("n cannot reach v's client at %s after m took its address; n's drops %v", leased, st.Drops)
+	}
+	checkNeighbour(t, ctx, n.Host, "br0", leased, macOf(t, ctx, client, "eth0"), macOf(t, ctx, m.Host, "br0"))
+	st, err := n.Status()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Drops["spoofed"] == 0 {
+		t.Errorf("n counted no spoofed frames: %v", st.Drops)
+	}
+	t.Logf("n dropped %d frames from m that used the address %s leased behind v", st.Drops["spoofed"], leased)
+
+	// Addresses of the range (10.99.0.100-199) that no lease gives: the
+	// gratuitous ARP has n look them up, then only the router's pass.
+	unleased := map[*cluster.Node]netip.Addr{m: netip.MustParseAddr("10.99.0.198"), r: netip.MustParseAddr("10.99.0.197")}
+	for who, a := range unleased {
+		if out, err := who.Host.Run(ctx, "ip", "addr", "add", a.String()+"/32", "dev", "br0"); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		who.Host.Run(ctx, "arping", "-U", "-c", "2", "-i", "br0", "-S", a.String(), a.String())
+	}
+	pingFrom := func(who *cluster.Node) bool {
+		_, err := who.Host.Run(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", unleased[who].String(), n.Address.Addr().String())
+		return err == nil
+	}
+	if pingFrom(m) {
+		t.Errorf("m reached n from %s, an address no lease gives it", unleased[m])
+	}
+	if !pingFrom(r) {
+		st, _ := n.Status()
+		t.Errorf("r, a router, cannot reach n from %s; n's drops %v", unleased[r], st.Drops)
+	}
+	if st, err = n.Status(); err != nil {
+		t.Fatal(err)
+	}
+	if st.Drops["unheld"] == 0 {
+		t.Errorf("n counted no unheld frames: %v", st.Drops)
+	}
+	t.Logf("n dropped %d frames from m on an address no lease gives", st.Drops["unheld"])
+	log, _ := os.ReadFile(n.Process.LogPath())
+	for _, want := range []string{"counted as spoofed", "burrow cert sign --router"} {
+		if !bytes.Contains(log, []byte(want)) || !bytes.Contains(log, []byte("from="+m.Name)) {
+			t.Errorf("n's log does not say it drops m's frames (%q):\n%s", want, log)
+		}
+	}
+}
+
+// borrowAddress does what a member does to take over an address of
+// another: m puts addr on its device dev, announces it with gratuitous ARP
+// (arping -U) and pings target from it. No answer is expected.
+func borrowAddress(t *testing.T, ctx context.Context, m *cluster.Node, dev string, addr, target netip.Addr) {
+	t.Helper()
+	if out, err := m.Host.Run(ctx, "ip", "addr", "add", addr.String()+"/32", "dev", dev); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if out, err := m.Host.Run(ctx, "arping", "-U", "-c", "3", "-i", dev, "-S", addr.String(), addr.String()); err != nil {
+		t.Logf("arping -U (no replies are expected): %v: %s", err, out)
+	}
+	m.Host.Run(ctx, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", addr.String(), target.String())
+}
+
+// macOf is the MAC of a host's device.
+func macOf(t *testing.T, ctx context.Context, h *netlab.Host, dev string) string {
+	t.Helper()
+	out, err := h.Run(ctx, "cat", "/sys/class/net/"+dev+"/address")
+	if err != nil {
+		t.Fatalf("the MAC of %s on %s: %v: %s", dev, h.Name, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// checkNeighbour fails t unless h's neighbour entry for addr on dev is
+// the holder's MAC, not the borrower's.
+func checkNeighbour(t *testing.T, ctx context.Context, h *netlab.Host, dev string, addr netip.Addr, holder, borrower string) {
+	t.Helper()
+	neigh, err := h.Run(ctx, "ip", "neigh", "show", addr.String(), "dev", dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(neigh), borrower) || !strings.Contains(string(neigh), holder) {
+		t.Errorf("%s's neighbour entry for %s is %q; want the holder's MAC %s, not the borrower's %s", h.Name, addr, strings.TrimSpace(string(neigh)), holder, borrower)
+	}
 }

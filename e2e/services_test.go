@@ -24,6 +24,14 @@ import (
 // are .11 and up, DHCP hands out .100-.199, DNS answers on .1.
 func servicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 	t.Helper()
+	lab, nw := newServicesNetwork(t, n)
+	startRing(t, nw)
+	return lab, nw
+}
+
+// newServicesNetwork is servicesNetwork before it starts.
+func newServicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
+	t.Helper()
 	lab, nw := newJoiningRing(t, n)
 	for i, node := range nw.Nodes {
 		node.Address = netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 99, 0, byte(11 + i)}), 24)
@@ -34,7 +42,6 @@ func servicesNetwork(t *testing.T, n int) (*netlab.Lab, *cluster.Network) {
 		node.Config.Services.DHCP.Range = "10.99.0.100-10.99.0.199"
 		node.Config.Services.DNS.Domain = "burrow.test"
 	}
-	startRing(t, nw)
 	return lab, nw
 }
 

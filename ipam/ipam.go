@@ -265,6 +265,11 @@ func (s *Server) Leases(now time.Time) []Lease {
 	return out
 }
 
+// Manages reports whether ip is one only a lease gives: in the range and
+// not reserved. Every node of a network has the same configuration, so
+// every node answers the same.
+func (s *Server) Manages(ip netip.Addr) bool { return s.assignable(ip) }
+
 // assignable reports whether ip may be handed out.
 func (s *Server) assignable(ip netip.Addr) bool {
 	if !ip.Is4() || s.reserved[ip] {
@@ -390,9 +395,15 @@ func (c *client) value() []byte {
 
 // sameClient reports whether a lease record belongs to mac.
 func sameClient(value []byte, mac l2.MAC) bool {
+	m, ok := LeaseClient(value)
+	return ok && m == mac
+}
+
+// LeaseClient is the MAC of the client a lease record's value names.
+func LeaseClient(value []byte) (l2.MAC, bool) {
 	field, _, _ := bytes.Cut(value, []byte(" "))
 	m, err := l2.ParseMAC(string(field))
-	return err == nil && m == mac
+	return m, err == nil
 }
 
 // leaseTTL is the lifetime of a confirmed lease record: longer than the

@@ -28,6 +28,9 @@ const (
 	EventFloodSeen
 	// EventSuspect says a link's peer stopped answering its probes.
 	EventSuspect
+	// EventUnjudged names a source address, Addr, that a frame from the
+	// bridge Origin used and whose holder the core has not looked up yet.
+	EventUnjudged
 )
 
 // Event is work for the core. Data is owned by the event.
@@ -38,6 +41,8 @@ type Event struct {
 	Session *link.Session
 	Offload l2.Offload
 	Data    []byte
+	Addr    netip.Addr
+	Origin  nid.ID
 }
 
 // Dataplane is the fast path. It is safe for concurrent use: each worker
@@ -70,18 +75,18 @@ type Worker struct {
 }
 
 // recentFlow is a flow as one snapshot resolves it: its route, the bridge
-// its source sits behind, and whether frames from one source address are
-// spoofed. It holds on to that snapshot until the worker's next frame of
+// its source sits behind, and the verdict on frames from one source
+// address. It holds on to that snapshot until the worker's next frame of
 // another flow.
 type recentFlow struct {
 	snap   *snapshot
 	key    flowKey
 	route  route
 	origin nid.ID
-	// judged says spoofed is the verdict on frames from src.
+	// judged says verdict is the verdict on frames from src.
 	judged  bool
 	src     netip.Addr
-	spoofed bool
+	verdict verdict
 }
 
 // flow resolves key in s: from the recent flow when it is the same,
@@ -99,14 +104,31 @@ func (w *Worker) flow(s *snapshot, key flowKey) *recentFlow {
 	return f
 }
 
-// isSpoofed is s.spoofed for a frame of the flow, judged once per source
-// address.
-func (f *recentFlow) isSpoofed(frame []byte) bool {
+// judge is s.judge for a frame of the flow, judged once per source
+// address and snapshot: an unjudged address is handed to the core once.
+func (f *recentFlow) judge(w *Worker, frame []byte) verdict {
 	src, _ := l2.SourceAddr(frame)
 	if !f.judged || src != f.src {
-		f.judged, f.src, f.spoofed = true, src, f.snap.spoofed(frame, f.origin)
+		f.judged, f.src = true, src
+		f.verdict, _ = f.snap.judge(frame, f.origin)
+		w.askHolder(f.verdict, src, f.origin)
 	}
-	return f.spoofed
+	return f.verdict
+}
+
+// judge is s.judge for a frame that belongs to no flow (a broadcast).
+func (w *Worker) judge(s *snapshot, frame []byte, origin nid.ID) verdict {
+	v, src := s.judge(frame, origin)
+	w.askHolder(v, src, origin)
+	return v
+}
+
+// askHolder has the core look up who holds src when v says it does not
+// know yet.
+func (w *Worker) askHolder(v verdict, src netip.Addr, origin nid.ID) {
+	if v == unjudged {
+		w.Slow(Event{Kind: EventUnjudged, Addr: src, Origin: origin})
+	}
 }
 
 // Buffer layout of an outgoing datagram. A frame is written at Headroom so
@@ -462,7 +484,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	r := known.route
 	r.touch(now)
 	if r.out == localPort {
-		if !d.admits(s, frame, known.origin, known.isSpoofed(frame), now) {
+		if !d.admits(s, frame, known.origin, known.judge(w, frame), now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -486,12 +508,10 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 }
 
 // admits decides whether a frame from a host behind bridge origin may go
-// to the TAP: not when spoofed (s.spoofed: with another member's
-// certified address as its source), and only through the firewall, if
-// there is one.
-func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, spoofed bool, now int64) bool {
-	if spoofed {
-		d.stats.drop(DropSpoofed)
+// to the TAP: not when s.judge says it is spoofed or unheld, and only
+// through the firewall, if there is one.
+func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, v verdict, now int64) bool {
+	if !d.stats.bound(v) {
 		return false
 	}
 	return d.fw == nil || d.fw.Allow(firewall.Inbound, frame, s.member(origin), now)
@@ -558,7 +578,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 		d.stats.MulticastPruned.Add(1)
 	} else if s.localDHCP && udp4.IsDHCP(m.Frame) {
 		d.stats.DHCPKeptLocal.Add(1)
-	} else if source := s.floodSource(m); d.admits(s, m.Frame, source, s.spoofed(m.Frame, source), now) {
+	} else if source := s.floodSource(m); d.admits(s, m.Frame, source, w.judge(s, m.Frame, source), now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {

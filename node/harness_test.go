@@ -42,6 +42,8 @@ type testNet struct {
 	firewalls map[string]*firewall.Firewall
 	// addresses are the fixed addresses of nodes' certificates by name.
 	addresses map[string][]netip.Prefix
+	// services are the services of nodes added after they are set.
+	services map[string]ServicesConfig
 	// cards, when set, is the rendezvous server of nodes added after it
 	// is, and rendezvous their configuration.
 	cards      *cardServer
@@ -159,6 +161,7 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		Reach:      reach,
 		Rendezvous: w.rendezvous,
 		Firewall:   w.firewalls[name],
+		Services:   w.services[name],
 	}, tn, w.now)
 	if err != nil {
 		w.t.Fatal(err)

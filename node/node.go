@@ -228,6 +228,8 @@ func (n *Node) Handle(ev Event, now time.Time) {
 		if l := n.links.LinkByPort(ev.Port); l != nil {
 			n.links.Suspect(l, now)
 		}
+	case EventUnjudged:
+		n.lookUpHolder(ev.Addr, ev.Origin, now)
 	}
 	n.publishIfDirty()
 }

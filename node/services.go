@@ -65,6 +65,7 @@ type servicesState struct {
 	dhcp     *ipam.Server
 	dns      *vdns.Resolver
 	claimers []*warrens.Claimer
+	holdings holdingsState
 	arp      map[netip.Addr]arpEntry
 	// registered remembers local addresses published in the DHT and when.
 	registered map[netip.Addr]time.Time
@@ -152,6 +153,8 @@ func (n *Node) initServices(now time.Time) error {
 	}
 	s.kv = kv
 	s.arp = make(map[netip.Addr]arpEntry)
+	s.holdings = holdingsState{leases: make(map[netip.Addr]holding), subnets: make(map[netip.Prefix]holding),
+		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time)}
 	s.registered = make(map[netip.Addr]time.Time)
 	if c.DNS != nil {
 		forward := c.ForwardDNS
@@ -464,6 +467,7 @@ func (n *Node) servicesTick(now time.Time) {
 			delete(s.arp, ip)
 		}
 	}
+	n.refreshHoldings(now)
 }
 
 // ringChangedForDHT tells the DHT when the predecessor or successors

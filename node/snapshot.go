@@ -2,6 +2,7 @@ package node
 
 import (
 	"net/netip"
+	"slices"
 	"sync/atomic"
 
 	"burrow/firewall"
@@ -36,6 +37,17 @@ type snapshot struct {
 	// from another member's bridge with one as its source is spoofed.
 	owners    map[netip.Addr]nid.ID
 	macOwners map[l2.MAC]nid.ID
+	// dhcpRange (nil: the node serves no DHCP) and subnetRanges are where
+	// addresses only a lease or a subnet claim gives; leaseHolders and
+	// subnetHolders who holds them, as the core last looked them up, and
+	// clientMACs the leased clients' MACs by holder (holdings.go).
+	dhcpRange     func(netip.Addr) bool
+	subnetRanges  []subnetRange
+	leaseHolders  map[netip.Addr]holding
+	subnetHolders map[netip.Prefix]holding
+	clientMACs    map[l2.MAC]nid.ID
+	// notRouters are the linked peers whose certificate lacks RouterGroup.
+	notRouters map[nid.ID]bool
 	// groups are the multicast groups some host reported, true where one
 	// behind this node listens (groups.go).
 	groups map[netip.Addr]bool
@@ -111,23 +123,85 @@ func (s *snapshot) member(id nid.ID) firewall.Member {
 	return firewall.Member{}
 }
 
-// spoofed reports whether frame, from a host behind bridge origin, has a
-// source MAC that is a linked peer's TAP MAC, or a source address (IPv4,
-// IPv6, or an ARP sender's) that a linked peer's certificate fixes, and
-// that peer is not origin. A frame whose bridge is unknown is not judged.
-func (s *snapshot) spoofed(frame []byte, origin nid.ID) bool {
-	if origin == (nid.ID{}) || len(s.macOwners) == 0 {
-		return false
+// verdict is what binding frames to their sender says of one frame.
+type verdict uint8
+
+const (
+	passes verdict = iota
+	// spoofed: the source MAC or address is another member's.
+	spoofed
+	// unheld: the source address is one only a lease or claim gives, no
+	// one holds it, and the sender is a linked member without RouterGroup.
+	unheld
+	// unjudged: the source address is one only a lease or claim gives,
+	// not looked up yet. The frame passes; the core looks the holder up.
+	unjudged
+)
+
+// judge binds a frame from a host behind bridge origin to that bridge: it
+// is spoofed when its source MAC is a linked peer's TAP MAC or a leased
+// client's of another member, or its source address (IPv4, IPv6, or an
+// ARP sender's) is fixed by another linked peer's certificate or held by
+// another member's lease or subnet claim. A frame whose bridge is unknown
+// is not judged. src is the source address, for the lookup of an
+// unjudged one.
+func (s *snapshot) judge(frame []byte, origin nid.ID) (v verdict, src netip.Addr) {
+	if origin == (nid.ID{}) {
+		return passes, src
 	}
-	if owner, ok := s.macOwners[l2.MAC(frame[6:12])]; ok && owner != origin {
+	if s.macBoundElsewhere(l2.MAC(frame[6:12]), origin) {
+		return spoofed, src
+	}
+	src, ok := l2.SourceAddr(frame)
+	if !ok || src.IsUnspecified() {
+		return passes, src
+	}
+	if owner, certified := s.owners[src]; certified {
+		if owner != origin {
+			return spoofed, src
+		}
+		return passes, src
+	}
+	h, held, known := s.holdingOf(src)
+	switch {
+	case !held:
+		return passes, src
+	case !known:
+		return unjudged, src
+	case h.holder == origin:
+		return passes, src
+	case h.holder != (nid.ID{}):
+		return spoofed, src
+	case s.notRouters[origin]:
+		return unheld, src
+	}
+	return passes, src
+}
+
+// macBoundElsewhere reports whether mac is a linked peer's TAP MAC, or a
+// leased client's, of a member other than origin.
+func (s *snapshot) macBoundElsewhere(mac l2.MAC, origin nid.ID) bool {
+	if owner, ok := s.macOwners[mac]; ok && owner != origin {
 		return true
 	}
-	a, ok := l2.SourceAddr(frame)
-	if !ok {
-		return false
+	owner, ok := s.clientMACs[mac]
+	return ok && owner != origin
+}
+
+// holdingOf finds a's holder: held says a is an address only a lease or
+// a subnet claim gives, known that the core has looked it up.
+func (s *snapshot) holdingOf(a netip.Addr) (h holding, held, known bool) {
+	if s.dhcpRange != nil && s.dhcpRange(a) {
+		h, known = s.leaseHolders[a]
+		return h, true, known
 	}
-	owner, certified := s.owners[a]
-	return certified && owner != origin
+	for _, r := range s.subnetRanges {
+		if r.prefix.Contains(a) {
+			h, known = s.subnetHolders[netip.PrefixFrom(a, r.bits).Masked()]
+			return h, true, known
+		}
+	}
+	return h, false, false
 }
 
 // floodSource is the bridge a broadcast's source sits behind: its root,
@@ -200,7 +274,8 @@ const (
 	dirtyFlows
 	dirtyMACs
 	dirtyGroups
-	dirtyAll = dirtyLinks | dirtyFlows | dirtyMACs | dirtyGroups
+	dirtyHoldings
+	dirtyAll = dirtyLinks | dirtyFlows | dirtyMACs | dirtyGroups | dirtyHoldings
 )
 
 func (n *Node) publish() {
@@ -215,7 +290,13 @@ func (n *Node) publish() {
 		n.publishLinks(s)
 	} else {
 		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers
-		s.owners, s.macOwners = prev.owners, prev.macOwners
+		s.owners, s.macOwners, s.notRouters = prev.owners, prev.macOwners, prev.notRouters
+	}
+	if prev == nil || n.dirty&dirtyHoldings != 0 {
+		n.publishHoldings(s)
+	} else {
+		s.dhcpRange, s.subnetRanges = prev.dhcpRange, prev.subnetRanges
+		s.leaseHolders, s.subnetHolders, s.clientMACs = prev.leaseHolders, prev.subnetHolders, prev.clientMACs
 	}
 	if prev == nil || n.dirty&(dirtyLinks|dirtyFlows) != 0 {
 		n.publishFlows(s)
@@ -244,6 +325,7 @@ func (n *Node) publishLinks(s *snapshot) {
 	s.ports = make(map[uint32]*port)
 	s.byPeer = make(map[nid.ID]*port)
 	s.owners, s.macOwners = make(map[netip.Addr]nid.ID), make(map[l2.MAC]nid.ID)
+	s.notRouters = make(map[nid.ID]bool)
 	for _, l := range n.links.Links() {
 		p := &port{link: l, peer: l.Peer.ID, session: l.Current()}
 		s.ports[l.Port] = p
@@ -252,6 +334,9 @@ func (n *Node) publishLinks(s *snapshot) {
 			s.macOwners[MACFor(l.Peer.ID)] = l.Peer.ID
 			for _, a := range l.Peer.Addresses {
 				s.owners[a.Addr()] = l.Peer.ID
+			}
+			if !slices.Contains(l.Peer.Groups, RouterGroup) {
+				s.notRouters[l.Peer.ID] = true
 			}
 		}
 		for _, sess := range l.Sessions() {

@@ -19,14 +19,15 @@ const (
 	DropRelayLimit                       // relaying for others is off or over its rate
 	DropRateLimited                      // a source asked for work too often
 	DropTooShort                         // an unauthenticated request shorter than its answer would be
-	DropSpoofed                          // from one member with another member's certified address
+	DropSpoofed                          // from one member with another member's MAC or address (certified, leased or claimed)
+	DropUnheld                           // from a member that is no router, with an address only a lease or claim gives, held by no one
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
 	"no_route", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
-	"too_short", "spoofed",
+	"too_short", "spoofed", "unheld",
 }
 
 func (r DropReason) String() string { return dropNames[r] }
@@ -48,6 +49,20 @@ type Stats struct {
 }
 
 func (s *Stats) drop(r DropReason) { s.drops[r].Add(1) }
+
+// bound counts a frame that binding to its sender refuses, and reports
+// whether it passes.
+func (s *Stats) bound(v verdict) bool {
+	switch v {
+	case spoofed:
+		s.drop(DropSpoofed)
+	case unheld:
+		s.drop(DropUnheld)
+	default:
+		return true
+	}
+	return false
+}
 
 // Drop counts a drop that happened outside the node (e.g. in the runtime).
 func (s *Stats) Drop(r DropReason) { s.drop(r) }

@@ -66,8 +66,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	if in != localPort && !src.IsMulticast() && source == (nid.ID{}) {
 		source, _ = n.learn.RootOf(src)
 	}
-	if in != localPort && n.snap.Load().spoofed(frame, source) {
-		n.stats.drop(DropSpoofed)
+	if in != localPort && !n.stats.bound(n.judge(frame, source, now)) {
 		return // nothing is learned from it either: not where src lives, not its ARP
 	}
 	n.snoopNeighbors(frame, in, now)
@@ -318,7 +317,12 @@ func (n *Node) handleFlood(from *link.Link, b []byte, now time.Time) {
 		n.stats.drop(DropMalformed)
 		return
 	}
+	s := n.snap.Load()
 	for i := range m.NumLeaves() {
+		if s.macBoundElsewhere(m.Leaf(i), m.Root) {
+			n.stats.drop(DropSpoofed) // no bridge advertises another member's TAP or leased client
+			continue
+		}
 		n.learnMAC(m.Leaf(i), flood.Port(from.Port), m.Root, now)
 	}
 }
@@ -336,7 +340,8 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 		return
 	}
 	src := l2.MAC(m.Frame[6:12])
-	if s := n.snap.Load(); s.spoofed(m.Frame, s.floodSource(m)) {
+	s := n.snap.Load()
+	if v, _ := s.judge(m.Frame, s.floodSource(m)); v == spoofed || v == unheld {
 		return // the data path refused and counted it; nothing to learn
 	}
 	if m.Kind == flood.Broadcast && !src.IsMulticast() {

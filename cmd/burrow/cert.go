@@ -10,12 +10,14 @@ import (
 	"io/fs"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"burrow/identity"
+	"burrow/node"
 )
 
 // certBackdate starts a new certificate's validity slightly in the past so
@@ -47,7 +49,7 @@ func newCertSignCmd() *cobra.Command {
 		caDir, name, publicKey, stateDir, out string
 		addresses, groups                     []string
 		valid                                 time.Duration
-		force                                 bool
+		force, router                         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "sign --ca DIR --name NAME (--public-key BASE64 | --state DIR) --out FILE",
@@ -59,15 +61,27 @@ the node) or read from the node key in --state on this machine.
 The certificate names the node, may fix up to 8 virtual addresses (with their
 subnet's prefix length) and up to 8 groups, and is valid from now for
 --valid. It is written to --out (mode 0600); an existing file is replaced only
-with --force. A copy stays in DIR/issued/NAME.crt, so that 'burrow cert
+with --force.
+
+--router marks a node that forwards frames for a LAN or hosts behind it
+(tap.bridge with hosts that take addresses without its DHCP): it may send
+frames from addresses of the DHCP range, and of the container subnet
+ranges, that no lease or subnet claim gives to anyone. Other members drop
+such frames from a node without it (counted as "unheld" in 'burrow status').
+The mark is group "router" in the certificate. A copy stays in DIR/issued/NAME.crt, so that 'burrow cert
 revoke' can find the node by its name.`,
 		Example: `  burrow cert sign --ca ./burrow-ca --name laptop \
       --public-key A7e0o8tLY398zIKIlaRJh/hUz62kMiqH38zITUBMqhA= \
       --address 10.0.0.1/24 --group admins --out laptop.crt
+  burrow cert sign --ca ./burrow-ca --name office-gw --state /var/lib/burrow \
+      --router --out /var/lib/burrow/node.crt
   burrow cert sign --ca ./burrow-ca --name gateway --state /var/lib/burrow \
       --valid 720h --out /var/lib/burrow/node.crt --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if router && !slices.Contains(groups, node.RouterGroup) {
+				groups = append(groups, node.RouterGroup)
+			}
 			switch {
 			case caDir == "":
 				return errors.New("--ca is required: the CA directory made by 'burrow ca init', e.g. --ca ./burrow-ca")
@@ -141,6 +155,7 @@ revoke' can find the node by its name.`,
 	f.StringVar(&stateDir, "state", "", "read the public key from node.key in this state directory instead")
 	f.StringSliceVar(&addresses, "address", nil, "fixed virtual address with prefix length, e.g. 10.0.0.1/24 (repeatable)")
 	f.StringSliceVar(&groups, "group", nil, "group the node belongs to (repeatable)")
+	f.BoolVar(&router, "router", false, "let the node forward frames for a LAN behind it (adds group \""+node.RouterGroup+"\")")
 	f.DurationVar(&valid, "valid", 365*24*time.Hour, "how long the certificate stays valid")
 	f.StringVar(&out, "out", "", "certificate file to write")
 	f.BoolVar(&force, "force", false, "replace --out if it exists")
@@ -234,12 +249,14 @@ valid now; the command then fails when it is not.`,
 
 // certView is what 'cert show' prints, as text or JSON.
 type certView struct {
-	Network   string    `json:"network"`
-	Name      string    `json:"name"`
-	NodeID    string    `json:"node_id"`
-	PublicKey string    `json:"public_key"`
-	Addresses []string  `json:"addresses"`
-	Groups    []string  `json:"groups"`
+	Network   string   `json:"network"`
+	Name      string   `json:"name"`
+	NodeID    string   `json:"node_id"`
+	PublicKey string   `json:"public_key"`
+	Addresses []string `json:"addresses"`
+	Groups    []string `json:"groups"`
+	// Router: the node may forward frames for a LAN behind it.
+	Router    bool      `json:"router"`
 	NotBefore time.Time `json:"not_before"`
 	NotAfter  time.Time `json:"not_after"`
 	Issuer    string    `json:"issuer"`
@@ -256,6 +273,7 @@ func newCertView(c *identity.Certificate, checked bool, verifyErr error) certVie
 		PublicKey: base64.StdEncoding.EncodeToString(c.PublicKey[:]),
 		Addresses: []string{},
 		Groups:    append([]string{}, c.Groups...),
+		Router:    slices.Contains(c.Groups, node.RouterGroup),
 		NotBefore: c.NotBefore,
 		NotAfter:  c.NotAfter,
 		Issuer:    hex.EncodeToString(c.Issuer[:]),
@@ -286,6 +304,11 @@ func (v certView) print(w io.Writer) {
 	fmt.Fprintf(w, "public key:  %s\n", v.PublicKey)
 	fmt.Fprintf(w, "addresses:   %s\n", orNone(v.Addresses))
 	fmt.Fprintf(w, "groups:      %s\n", orNone(v.Groups))
+	if v.Router {
+		fmt.Fprintln(w, "router:      yes, may forward frames for a LAN behind it")
+	} else {
+		fmt.Fprintln(w, "router:      no")
+	}
 	fmt.Fprintf(w, "valid from:  %s\n", v.NotBefore.Format(time.RFC3339))
 	fmt.Fprintf(w, "valid until: %s\n", v.NotAfter.Format(time.RFC3339))
 	// The first 16 digits are the CA fingerprint that 'burrow ca init' printed.

@@ -64,7 +64,7 @@ func TestCertSignAndShow(t *testing.T) {
 
 	text := mustRunIdentityCLI(t, "cert", "show", out, "--ca-cert", f.caCert())
 	for _, want := range []string{"name:        laptop", "node id:     " + f.key.ID().String(),
-		"addresses:   10.0.0.1/24, fd00::1/64", "groups:      admins, ops", "verified:    yes"} {
+		"addresses:   10.0.0.1/24, fd00::1/64", "groups:      admins, ops", "router:      no", "verified:    yes"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("cert show lacks %q:\n%s", want, text)
 		}
@@ -80,6 +80,29 @@ func TestCertSignAndShow(t *testing.T) {
 	var unchecked certView
 	if err := json.Unmarshal([]byte(mustRunIdentityCLI(t, "cert", "show", out, "--json")), &unchecked); err != nil || unchecked.Verified != nil {
 		t.Errorf("cert show --json without a CA claims a verification result: %+v, %v", unchecked, err)
+	}
+}
+
+// TestCertSignRouter: --router puts group router in the certificate, once
+// even when --group names it too, and cert show says so.
+func TestCertSignRouter(t *testing.T) {
+	f := newCertFixture(t)
+	out := filepath.Join(f.dir, "gw.crt")
+	mustRunIdentityCLI(t, "cert", "sign", "--ca", f.caDir, "--name", "gw", "--state", f.state,
+		"--group", "ops", "--group", "router", "--router", "--out", out)
+	cert, err := identity.LoadCertificate(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cert.Groups, []string{"ops", "router"}) {
+		t.Fatalf("groups %v, want ops and router once", cert.Groups)
+	}
+	if text := mustRunIdentityCLI(t, "cert", "show", out); !strings.Contains(text, "router:      yes") {
+		t.Errorf("cert show does not say the node is a router:\n%s", text)
+	}
+	var view certView
+	if err := json.Unmarshal([]byte(mustRunIdentityCLI(t, "cert", "show", out, "--json")), &view); err != nil || !view.Router {
+		t.Errorf("cert show --json: %+v, %v; want router true", view, err)
 	}
 }
 

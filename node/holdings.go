@@ -1,0 +1,272 @@
+package node
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"burrow/dht"
+	"burrow/ipam"
+	"burrow/l2"
+	"burrow/nid"
+	"burrow/warrens"
+)
+
+// Frames bound to the holders of leases and subnet claims. An address in
+// the DHCP range (one only a lease gives) or in the container subnet
+// ranges (one only a subnet claim gives) belongs to the member whose
+// signed DHT record holds it. The core looks the record up the first time
+// a frame from another member uses such an address, and publishes the
+// holder in the snapshot; until the answer is there the frames pass. The
+// data path never waits for the DHT.
+
+// RouterGroup is the certificate group of a member that may forward for a
+// LAN behind it (burrow cert sign --router): its frames may use addresses
+// of the DHCP range or the subnet ranges that no lease or claim gives to
+// anyone. Another member's frames with such an address are dropped as
+// unheld.
+const RouterGroup = "router"
+
+const (
+	// heldFor is how often a holder is looked up again (or at the
+	// record's end, if sooner): a lease given up and taken by another
+	// member moves with it. An address no one has held for that long is
+	// forgotten.
+	heldFor = time.Minute
+	// unheldFor is how often an address no one holds is looked up again:
+	// a lease written since is found this soon.
+	unheldFor = 10 * time.Second
+	// maxHoldings bounds the addresses and subnets the node keeps holders
+	// of, and maxAsking the lookups under way.
+	maxHoldings = 4096
+	maxAsking   = 256
+	// logDropsEvery is how often the log says why one member's frames are
+	// dropped for one reason.
+	logDropsEvery = time.Minute
+)
+
+// holding is who holds an address or a subnet, as the node last looked it
+// up: a zero holder means no one does.
+type holding struct {
+	holder nid.ID
+	client l2.MAC    // a lease's client: bound to the holder like a TAP MAC
+	until  time.Time // when to look it up again
+	// unheldSince is when the node first found no one holding it.
+	unheldSince time.Time
+}
+
+// subnetRange is a Warrens range whose subnets only claims give.
+type subnetRange struct {
+	prefix netip.Prefix
+	bits   int
+}
+
+type holdingsState struct {
+	leases  map[netip.Addr]holding
+	subnets map[netip.Prefix]holding
+	// asking are the DHT keys being looked up, each with the bridge whose
+	// frame asked (named in the log when the answer says it is dropped).
+	asking map[string]nid.ID
+	// logged is when the log last said why a member's frames are dropped.
+	logged map[dropLogKey]time.Time
+}
+
+type dropLogKey struct {
+	origin nid.ID
+	v      verdict
+}
+
+// heldSpace is where the node judges holders: the DHCP range when it
+// serves DHCP itself, and the subnet ranges of the families it claims
+// subnets in. Members of one network share that configuration.
+func (n *Node) heldSpace() (dhcpRange func(netip.Addr) bool, subnets []subnetRange) {
+	if d := n.svc.dhcp; d != nil {
+		dhcpRange = d.Manages
+	}
+	for _, c := range n.cfg.Services.Subnets {
+		bits := warrens.IPv4Bits
+		if c.Family == warrens.IPv6 {
+			bits = warrens.IPv6Bits
+		}
+		subnets = append(subnets, subnetRange{warrens.Range(c.Family), bits})
+	}
+	return dhcpRange, subnets
+}
+
+// publishHoldings copies the holders into the snapshot.
+func (n *Node) publishHoldings(s *snapshot) {
+	h := &n.svc.holdings
+	s.dhcpRange, s.subnetRanges = n.heldSpace()
+	s.leaseHolders = make(map[netip.Addr]holding, len(h.leases))
+	s.clientMACs = make(map[l2.MAC]nid.ID)
+	for a, l := range h.leases {
+		s.leaseHolders[a] = l
+		if l.client != (l2.MAC{}) && l.holder != (nid.ID{}) {
+			s.clientMACs[l.client] = l.holder
+		}
+	}
+	s.subnetHolders = make(map[netip.Prefix]holding, len(h.subnets))
+	for p, c := range h.subnets {
+		s.subnetHolders[p] = c
+	}
+}
+
+// judge is the snapshot's verdict on a frame the core switches; an
+// unjudged source is looked up.
+func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
+	v, src := n.snap.Load().judge(frame, origin)
+	switch v {
+	case unjudged:
+		n.lookUpHolder(src, origin, now)
+	case spoofed, unheld:
+		n.logDrop(v, src, origin, now)
+	}
+	return v
+}
+
+// lookUpHolder asks the DHT who holds a, which a frame from bridge origin
+// uses as its source.
+func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
+	h := &n.svc.holdings
+	s := n.snap.Load()
+	if len(h.leases)+len(h.subnets) >= maxHoldings {
+		return
+	}
+	if s.dhcpRange != nil && s.dhcpRange(a) {
+		n.askHolder(a, netip.Prefix{}, origin, now)
+		return
+	}
+	if r := slices.IndexFunc(s.subnetRanges, func(r subnetRange) bool { return r.prefix.Contains(a) }); r >= 0 {
+		n.askHolder(a, netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked(), origin, now)
+	}
+}
+
+// askHolder reads the record of a's lease, or of subnet's claim when
+// subnet is valid, and keeps who holds it. An answer already kept stands
+// until the new one is there. origin is the bridge whose frame asked,
+// zero for a refresh.
+func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now time.Time) {
+	h := &n.svc.holdings
+	key := warrens.Key(subnet)
+	if !subnet.IsValid() {
+		key = n.svc.dhcp.Key(a)
+	}
+	if _, busy := h.asking[key]; busy || len(h.asking) >= maxAsking {
+		return
+	}
+	h.asking[key] = origin
+	n.svc.kv.Get(key, now, func(r dht.Result) {
+		delete(h.asking, key)
+		before, ok := h.leases[a]
+		if subnet.IsValid() {
+			before, ok = h.subnets[subnet]
+		}
+		var held holding
+		switch r.Status {
+		case dht.OK:
+			held = holding{holder: r.Owner, until: r.At.Add(heldFor)}
+			if r.Expires.Before(held.until) {
+				held.until = r.Expires
+			}
+			if !subnet.IsValid() {
+				held.client, _ = ipam.LeaseClient(r.Value)
+			}
+		case dht.NotFound:
+			held = holding{until: r.At.Add(unheldFor), unheldSince: r.At}
+			if ok && before.holder == (nid.ID{}) {
+				held.unheldSince = before.unheldSince
+			}
+		default:
+			return // as before: the next frame, or the next tick, asks again
+		}
+		if subnet.IsValid() {
+			h.subnets[subnet] = held
+		} else {
+			h.leases[a] = held
+		}
+		n.dirty |= dirtyHoldings
+		if origin != (nid.ID{}) {
+			n.logHolding(a, origin, held.holder, r.At)
+		}
+	})
+}
+
+// logHolding says, when a lookup's answer has frames from origin
+// dropped, why.
+func (n *Node) logHolding(a netip.Addr, origin, holder nid.ID, now time.Time) {
+	switch {
+	case holder == origin:
+	case holder != (nid.ID{}):
+		n.logDrop(spoofed, a, origin, now, "holder", n.memberName(holder))
+	case n.snap.Load().notRouters[origin]:
+		n.logDrop(unheld, a, origin, now)
+	}
+}
+
+// logDrop says why frames from origin are dropped, at most once per
+// member and reason in logDropsEvery; a is the frame's source address,
+// invalid when its MAC gave it away.
+func (n *Node) logDrop(v verdict, a netip.Addr, origin nid.ID, now time.Time, attrs ...any) {
+	h := &n.svc.holdings
+	k := dropLogKey{origin, v}
+	if at, ok := h.logged[k]; ok && now.Sub(at) < logDropsEvery {
+		return
+	}
+	h.logged[k] = now
+	if a.IsValid() {
+		attrs = append([]any{"address", a}, attrs...)
+	}
+	attrs = append([]any{"from", n.memberName(origin)}, attrs...)
+	if v == spoofed {
+		n.log.Warn("dropping frames from a member that uses another member's MAC or address (counted as spoofed)", attrs...)
+		return
+	}
+	n.log.Warn("dropping frames from a member using an address no lease or subnet claim gives it (counted as unheld); "+
+		"sign its certificate with burrow cert sign --router if it forwards for a LAN behind it", attrs...)
+}
+
+// memberName is a linked member's certificate name, else its node ID.
+func (n *Node) memberName(id nid.ID) string {
+	if p := n.snap.Load().byPeer[id]; p != nil && p.link.Peer.Name != "" {
+		return p.link.Peer.Name
+	}
+	return id.String()
+}
+
+// refreshHoldings looks up again the holders whose answer is due, keeping
+// the answer until the new one is there, so that no frame passes
+// unjudged in between. An address no one has held for heldFor is
+// forgotten instead: the next frame from it asks again.
+func (n *Node) refreshHoldings(now time.Time) {
+	h := &n.svc.holdings
+	due := func(l holding) (refresh, forget bool) {
+		if now.Before(l.until) {
+			return false, false
+		}
+		if l.holder == (nid.ID{}) && now.Sub(l.unheldSince) >= heldFor {
+			return false, true
+		}
+		return true, false
+	}
+	for a, l := range h.leases {
+		if refresh, forget := due(l); forget {
+			delete(h.leases, a)
+			n.dirty |= dirtyHoldings
+		} else if refresh {
+			n.askHolder(a, netip.Prefix{}, nid.ID{}, now)
+		}
+	}
+	for p, c := range h.subnets {
+		if refresh, forget := due(c); forget {
+			delete(h.subnets, p)
+			n.dirty |= dirtyHoldings
+		} else if refresh {
+			n.askHolder(p.Addr(), p, nid.ID{}, now)
+		}
+	}
+	for k, at := range h.logged {
+		if now.Sub(at) >= logDropsEvery {
+			delete(h.logged, k)
+		}
+	}
+}
