@@ -48,8 +48,10 @@ func TestNetcheckOnLoopback(t *testing.T) {
 	if len(r.Mappings) != 2*netcheckSockets || r.NearestBeacon == nil || r.NearestBeacon.Via != "udp" {
 		t.Errorf("loopback: %d answers (want %d), nearest %+v", len(r.Mappings), 2*netcheckSockets, r.NearestBeacon)
 	}
+	// These beacons answer at their own ports only; their second ports
+	// are asked, and counted unanswered.
 	for _, s := range r.Servers {
-		if !s.Answered || s.RTTms <= 0 {
+		if answers := s.Kind == "beacon"; s.Answered != answers || answers && s.RTTms <= 0 {
 			t.Errorf("%s: %+v", s.Address, s)
 		}
 	}
