@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"net/netip"
 	"os"
 	"sort"
@@ -113,6 +115,8 @@ func TestNATMatrix(t *testing.T) {
 		punched     bool
 		directAfter time.Duration
 		probes      uint64
+		// a and b name the pair, their sides and datagrams.
+		a, b string
 	}
 	results := map[[2]string][]result{}
 	for x, a := range members {
@@ -127,6 +131,8 @@ func TestNATMatrix(t *testing.T) {
 				r = result{path: want, setup: ab.Since.Sub(start)}
 				if ab.Punch != nil && ba.Punch != nil {
 					r.punched, r.probes = true, ab.Punch.Probes+ba.Punch.Probes
+					r.a = fmt.Sprintf("%s (%s side, %d)", a.Name, ab.Punch.Side, ab.Punch.Probes)
+					r.b = fmt.Sprintf("%s (%s side, %d)", b.Name, ba.Punch.Side, ba.Punch.Probes)
 					r.directAfter = time.Duration(max(ab.Punch.DirectAfter, ba.Punch.DirectAfter) * float64(time.Millisecond))
 				}
 				return true
@@ -175,6 +181,14 @@ func TestNATMatrix(t *testing.T) {
 			md.WriteString(") |")
 		}
 		md.WriteString("\n")
+	}
+	md.WriteString("\nThe pairs birthday probing took direct (datagrams each side sent):\n\n| pair | direct after probing began | datagrams |\n|---|--:|--:|\n")
+	for _, key := range slices.SortedFunc(maps.Keys(results), func(x, y [2]string) int { return strings.Compare(x[0]+x[1], y[0]+y[1]) }) {
+		for _, r := range results[key] {
+			if r.punched {
+				fmt.Fprintf(&md, "| %s – %s | %.2f s | %d |\n", r.a, r.b, r.directAfter.Seconds(), r.probes)
+			}
+		}
 	}
 	t.Logf("NAT matrix:\n%s", md.String())
 	if out := os.Getenv("BURROW_NAT_MATRIX"); out != "" {
