@@ -36,6 +36,15 @@ const (
 	Undetermined = "unknown"
 )
 
+// Filtering behaviours (RFC 4787, section 5) that burrow netcheck tells
+// apart with a beacon's two ports; beacons have one address each, so
+// endpoint-independent and address-dependent filtering look alike.
+const (
+	FilteringNone                    = "none"
+	FilteringAddressAndPortDependent = "address-and-port-dependent"
+	FilteringNotPortDependent        = "endpoint-independent-or-address-dependent"
+)
+
 // Port allocation patterns: how a NAT picks the public port of a new
 // mapping.
 const (

@@ -11,8 +11,11 @@ import (
 func TestBindingRoundTrip(t *testing.T) {
 	id := TxID{1, 2, 3}
 	req, err := Parse(BindingRequest(id))
-	if err != nil || !req.Request || req.TxID != id {
+	if err != nil || !req.Request || req.TxID != id || req.ChangePort {
 		t.Fatalf("request: %+v %v", req, err)
+	}
+	if change, err := Parse(ChangePortRequest(id)); err != nil || !change.Request || change.TxID != id || !change.ChangePort {
+		t.Fatalf("change-port request: %+v %v", change, err)
 	}
 	for _, mapped := range []netip.AddrPort{netip.MustParseAddrPort("198.51.100.7:40000"), netip.MustParseAddrPort("[2001:db8::9]:5")} {
 		resp, err := Parse(BindingSuccess(id, mapped))
@@ -36,10 +39,14 @@ func TestRequestsAreAsLongAsTheLongestAnswer(t *testing.T) {
 	if longest != MaxBindingSuccessLen || len(req) != MaxBindingSuccessLen {
 		t.Fatalf("request %d bytes, longest answer %d, MaxBindingSuccessLen %d: want all equal", len(req), longest, MaxBindingSuccessLen)
 	}
+	if change := ChangePortRequest(TxID{1}); len(change) < MaxBindingSuccessLen {
+		t.Fatalf("change-port request %d bytes, shorter than the longest answer (%d)", len(change), MaxBindingSuccessLen)
+	}
 }
 
 func FuzzParse(f *testing.F) {
 	f.Add(BindingRequest(TxID{9}))
+	f.Add(ChangePortRequest(TxID{9}))
 	f.Add(BindingSuccess(TxID{9}, netip.MustParseAddrPort("192.0.2.1:1")))
 	f.Add([]byte{0, 1, 0, 0, 0x21, 0x12, 0xa4, 0x42})
 	f.Fuzz(func(t *testing.T, b []byte) {

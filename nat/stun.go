@@ -17,8 +17,11 @@ type TxID [stun.TransactionIDSize]byte
 // Message is what burrow reads from a STUN message.
 type Message struct {
 	Request bool // a binding request; otherwise a binding success response
-	TxID    TxID
-	Mapped  netip.AddrPort // the XOR-MAPPED-ADDRESS of a response
+	// ChangePort: the request asks to be answered from the server's other
+	// port (CHANGE-REQUEST, RFC 5780), to test the NAT's filtering.
+	ChangePort bool
+	TxID       TxID
+	Mapped     netip.AddrPort // the XOR-MAPPED-ADDRESS of a response
 }
 
 // Errors.
@@ -41,6 +44,9 @@ func Parse(b []byte) (Message, error) {
 	switch msg.Type {
 	case stun.BindingRequest:
 		m.Request = true
+		if v, err := msg.Get(stun.AttrChangeRequest); err == nil && len(v) == 4 {
+			m.ChangePort = v[3]&changePortFlag != 0
+		}
 		return m, nil
 	case stun.BindingSuccess:
 		var xor stun.XORMappedAddress
@@ -80,6 +86,20 @@ var requestPadding = stun.RawAttribute{Type: stun.AttrPadding,
 // the length of the longest answer.
 func BindingRequest(id TxID) []byte {
 	msg, err := stun.Build(stun.BindingRequest, stun.NewTransactionIDSetter(id), requestPadding, stun.Fingerprint)
+	if err != nil {
+		panic("nat: building a binding request: " + err.Error())
+	}
+	return msg.Raw
+}
+
+// changePortFlag is CHANGE-REQUEST's "change port" bit (RFC 5780).
+const changePortFlag = 0x02
+
+// ChangePortRequest builds a request asking to be answered from the
+// server's other port, padded like BindingRequest.
+func ChangePortRequest(id TxID) []byte {
+	changePort := stun.RawAttribute{Type: stun.AttrChangeRequest, Value: []byte{0, 0, 0, changePortFlag}}
+	msg, err := stun.Build(stun.BindingRequest, stun.NewTransactionIDSetter(id), changePort, requestPadding, stun.Fingerprint)
 	if err != nil {
 		panic("nat: building a binding request: " + err.Error())
 	}

@@ -110,11 +110,12 @@ func (n *Node) birthdayRoleFor(peer overlay.Info) (birthdayRole, netip.AddrPort)
 	if n.reach.cfg.PunchBudget <= 0 {
 		return noBirthday, netip.AddrPort{}
 	}
+	// The first public endpoint, at the highest port the peer advertises
+	// at its address: where a NAT that allocates in sequence goes on.
 	var target netip.AddrPort
 	for _, ep := range peer.Endpoints {
-		if punchable(peer, ep) {
+		if punchable(peer, ep) && (!target.IsValid() || ep.Addr() == target.Addr() && ep.Port() > target.Port()) {
 			target = ep
-			break
 		}
 	}
 	if !target.IsValid() {
@@ -190,10 +191,17 @@ func (n *Node) probe(l *link.Link, b *birthday, target netip.AddrPort, now time.
 		}
 		budget := n.reach.cfg.PunchBudget
 		for len(eps) < probeBatch && len(b.guessed) < budget {
-			port := uint16(1024 + n.ov.rng.IntN(65536-1024))
-			if !b.guessed[port] {
-				b.guessed[port] = true
-				eps = append(eps, link.UDPEndpoint(netip.AddrPortFrom(target.Addr(), port)))
+			// Port prediction first: a NAT that allocates ports in
+			// sequence made the spare sockets' mappings just above the
+			// highest one the peer advertised. Against a random NAT
+			// these guesses are as good as any.
+			port := int(target.Port()) + len(b.guessed) + 1
+			if len(b.guessed) >= SpareSockets || port > 65535 {
+				port = 1024 + n.ov.rng.IntN(65536-1024)
+			}
+			if !b.guessed[uint16(port)] {
+				b.guessed[uint16(port)] = true
+				eps = append(eps, link.UDPEndpoint(netip.AddrPortFrom(target.Addr(), uint16(port))))
 			}
 		}
 	}

@@ -31,19 +31,18 @@ func TestMapsEveryDestinationFromTheAdvertisedEndpoints(t *testing.T) {
 }
 
 // birthdayNet is two public nodes, s1 (a beacon that relays) and s2 (a
-// second STUN server), and nodes behind NATs: endpoint-independent ones
-// (true in kinds) and symmetric ones. Every NATed node has a link to s1
-// and knows how both see it.
-func birthdayNet(t testing.TB, seed uint64, kinds ...bool) (w *testNet, s1 *testNode, natted []*testNode) {
+// second STUN server), and nodes behind NATs of kinds. Every NATed node
+// has a link to s1 and knows how both see it.
+func birthdayNet(t testing.TB, seed uint64, kinds ...natKind) (w *testNet, s1 *testNode, natted []*testNode) {
 	t.Helper()
 	w = &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{}}
 	s1 = w.add("s1", seed*100, OverlayConfig{Disabled: true})
 	s2 := w.add("s2", seed*100+1, OverlayConfig{Disabled: true})
 	s1.node.dp.relay = newRelayBudget(10 << 20)
 	reach := ReachConfig{Beacons: []Beacon{{Addr: s1.addr}, {Addr: s2.addr}}, PunchBudget: 1000}
-	for i, easy := range kinds {
+	for i, kind := range kinds {
 		n := w.addWith(fmt.Sprint("n", i), seed*100+2+uint64(i), OverlayConfig{Disabled: true}, reach)
-		w.behindNAT(n, netip.AddrFrom4([4]byte{203, 0, 113, byte(i + 1)}), easy, seed*100+uint64(i))
+		w.behindNAT(n, netip.AddrFrom4([4]byte{203, 0, 113, byte(i + 1)}), kind, seed*100+uint64(i))
 		natted = append(natted, n)
 	}
 	w.advance(2*time.Second, 100*time.Millisecond)
@@ -74,7 +73,7 @@ func relayThenTell(w *testNet, a, b, relay *testNode) *link.Link {
 // sends from its spare sockets, the other guesses ports, and the link
 // moves from the relay to a direct path within the round's budget.
 func TestBirthdayProbingTakesARelayedLinkDirect(t *testing.T) {
-	w, s1, n := birthdayNet(t, 3, true, false)
+	w, s1, n := birthdayNet(t, 3, endpointIndependent, randomPorts)
 	easy, hard := n[0], n[1]
 	if got := hard.node.reach.prober.Behaviour().String(); got != "address-dependent" {
 		t.Fatalf("the symmetric NAT's node sees its NAT as %s", got)
@@ -101,9 +100,23 @@ func TestBirthdayProbingTakesARelayedLinkDirect(t *testing.T) {
 	}
 }
 
+// A NAT that allocates ports in sequence: the first batch of guesses, just
+// above the highest mapping the peer advertised, finds the spare sockets'
+// mappings, every time (random guesses would in 55 % of the pairs).
+func TestBirthdayProbingPredictsSequentialPorts(t *testing.T) {
+	for seed := range uint64(20) {
+		w, s1, n := birthdayNet(t, 10+seed, endpointIndependent, sequentialPorts)
+		l := relayThenTell(w, n[0], n[1], s1)
+		w.advance(time.Second, 10*time.Millisecond)
+		if st := n[0].node.punchStatus(n[1].node.Self()); !l.Endpoint().IsDirect() || st.Probes != probeBatch {
+			t.Fatalf("seed %d: link on %v after %+v: want direct after the first batch of %d guesses", seed, l.Endpoint(), st, probeBatch)
+		}
+	}
+}
+
 // Two symmetric NATs: no side can aim at a mapping, so neither probes.
 func TestNoBirthdayProbingBetweenTwoSymmetricNATs(t *testing.T) {
-	w, s1, n := birthdayNet(t, 4, false, false)
+	w, s1, n := birthdayNet(t, 4, randomPorts, randomPorts)
 	relayThenTell(w, n[0], n[1], s1)
 	w.advance(3*time.Second, 100*time.Millisecond)
 	for _, x := range n {
@@ -122,7 +135,7 @@ func BenchmarkBirthdayProbing(b *testing.B) {
 	var guesses, direct int
 	var after float64
 	for i := range b.N {
-		w, s1, n := birthdayNet(b, uint64(100+i), true, false)
+		w, s1, n := birthdayNet(b, uint64(100+i), endpointIndependent, randomPorts)
 		l := relayThenTell(w, n[0], n[1], s1)
 		w.advance(3*time.Second, 10*time.Millisecond)
 		st := n[0].node.punchStatus(n[1].node.Self())

@@ -36,8 +36,9 @@ type NetcheckReport struct {
 	// PortAllocation is none, preserved, sequential, random or unknown.
 	PortAllocation string `json:"port_allocation"`
 	AllocationWhy  string `json:"port_allocation_why"`
-	// Filtering is none (no NAT) or unknown: burrow's beacons answer only
-	// from the address they were asked at.
+	// Filtering is none (no NAT), address-and-port-dependent,
+	// endpoint-independent-or-address-dependent (beacons have one address
+	// each, so those two look alike) or unknown.
 	Filtering    string `json:"filtering"`
 	FilteringWhy string `json:"filtering_why"`
 	// Mappings are every answer: which socket asked which server, and
@@ -159,9 +160,9 @@ func Netcheck(ctx context.Context, cfg *config.Config) (NetcheckReport, error) {
 		r.PortAllocation, r.AllocationWhy = nat.Undetermined, r.MappingWhy
 		r.Filtering, r.FilteringWhy = nat.Undetermined, r.MappingWhy
 	case r.Mapping == nat.MappingNone:
-		r.Filtering, r.FilteringWhy = "none", "no NAT (a host firewall may still filter)"
+		r.Filtering, r.FilteringWhy = nat.FilteringNone, "no NAT (a host firewall may still filter)"
 	default:
-		r.Filtering, r.FilteringWhy = nat.Undetermined, "burrow's beacons answer only from the address they were asked at, so what the NAT lets in from elsewhere cannot be tried"
+		r.Filtering, r.FilteringWhy = filtering(ctx, r.Servers)
 	}
 	for _, b := range cfg.Beacons {
 		if b.WebSocket != "" {
@@ -170,6 +171,62 @@ func Netcheck(ctx context.Context, cfg *config.Config) (NetcheckReport, error) {
 	}
 	r.NearestBeacon = nearestBeacon(r)
 	return r, nil
+}
+
+// filtering asks a beacon that answered at both its ports, from a socket
+// that has sent nothing yet, to answer a request at its second port from
+// its own: whether that answer gets in tells whether the NAT lets in
+// only the address and port a socket sent to.
+func filtering(ctx context.Context, servers []NetcheckServer) (kind, why string) {
+	for i, s := range servers[:len(servers)-1] {
+		second := servers[i+1]
+		if s.Kind != "beacon" || second.Kind != "beacon-second-port" || !s.Answered || !second.Answered {
+			continue
+		}
+		from, err := askForTheOtherPort(ctx, netip.MustParseAddrPort(second.Address))
+		switch {
+		case err != nil:
+			return nat.Undetermined, err.Error()
+		case from == netip.MustParseAddrPort(s.Address):
+			return nat.FilteringNotPortDependent, "an answer from " + s.Address + ", the beacon's other port, which this socket never sent to, got in; a server at another address would tell endpoint-independent from address-dependent"
+		case from.IsValid():
+			return nat.Undetermined, "the beacon at " + second.Address + " answered from the port it was asked at (an older burrow)"
+		}
+		return nat.FilteringAddressAndPortDependent, "no answer from " + s.Address + ", the beacon's other port, which this socket never sent to, got in, while " + second.Address + " answered"
+	}
+	return nat.Undetermined, "no beacon answered at both its ports (the second is the one after its own), which the test needs"
+}
+
+// askForTheOtherPort sends change-port requests to server from a new
+// socket, and returns where an answer came from, the zero AddrPort when
+// none did.
+func askForTheOtherPort(ctx context.Context, server netip.AddrPort) (netip.AddrPort, error) {
+	conn, err := net.ListenUDP("udp", nil)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("netcheck: opening a UDP socket: %w", err)
+	}
+	defer conn.Close()
+	var id nat.TxID
+	if _, err := rand.Read(id[:]); err != nil {
+		return netip.AddrPort{}, err
+	}
+	buf := make([]byte, 1500)
+	for range netcheckTries {
+		if _, err := conn.WriteToUDPAddrPort(nat.ChangePortRequest(id), server); err != nil {
+			return netip.AddrPort{}, fmt.Errorf("netcheck: %w", err)
+		}
+		conn.SetReadDeadline(time.Now().Add(netcheckWait))
+		for ctx.Err() == nil {
+			n, from, err := conn.ReadFromUDPAddrPort(buf)
+			if err != nil {
+				break
+			}
+			if m, err := nat.Parse(buf[:n]); err == nil && !m.Request && m.TxID == id {
+				return netip.AddrPortFrom(from.Addr().Unmap(), from.Port()), nil
+			}
+		}
+	}
+	return netip.AddrPort{}, ctx.Err()
 }
 
 // answer is one server's answer to one socket.

@@ -12,8 +12,10 @@ import (
 // serveSecondSTUNPort answers STUN binding requests at the port after the
 // beacon's own (nat.SecondPort), where members ask besides the beacon's
 // port: a NAT that maps every destination to a new port shows two
-// mappings, and its members know to probe (node's birthday.go). Only a
-// beacon does; one whose second port is taken goes on without it.
+// mappings, and its members know to probe (node's birthday.go). A request
+// that asks for the other port (burrow netcheck's filtering test) is
+// answered from the beacon's own. Only a beacon does this; one whose
+// second port is taken goes on without it.
 func (d *Daemon) serveSecondSTUNPort(listen netip.AddrPort) {
 	addr, ok := nat.SecondPort(listen)
 	if !ok {
@@ -38,8 +40,14 @@ func (d *Daemon) serveSecondSTUNPort(listen netip.AddrPort) {
 			if err != nil || !m.Request || !limit.Allow(from.Addr(), time.Now()) {
 				continue
 			}
-			if answer, err := nat.Answer(m, n, from); err == nil {
+			answer, err := nat.Answer(m, n, from)
+			if err != nil {
+				continue
+			}
+			if !m.ChangePort {
 				conn.WriteToUDPAddrPort(answer, from)
+			} else if d.conn != nil {
+				d.conn.WriteTo(answer, from)
 			}
 		}
 	}()
