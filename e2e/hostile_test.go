@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -106,6 +107,10 @@ func TestGarbageAndReplaysOnlyMoveDropCounters(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	capture.Stop()
 	replays, err := udpPayloads(pcap, cluster.Port)
+	// a asks b, linked at a public address, how it sees it: a STUN
+	// request, answered whoever sends it (every member answers STUN,
+	// never with more bytes than it got), so no replay.
+	replays = slices.DeleteFunc(replays, nat.IsSTUN)
 	if err != nil || len(replays) < 5 {
 		t.Fatalf("captured %d datagrams to replay: %v", len(replays), err)
 	}

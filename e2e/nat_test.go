@@ -109,10 +109,15 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 			t.Errorf("%v (paths now %q/%q)", err, a.PathTo(b), b.PathTo(a))
 		}
 	}
-	// burrow peers names the path birthday probing opened.
-	out, err := exec.Command(burrowBin, "peers", "--socket", n.nodes["c1"].Config.ControlSocket).CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "direct (birthday probing") {
-		t.Errorf("burrow peers on c1 does not show the path birthday probing opened: %v\n%s", err, out)
+	// burrow peers names the path birthday probing opened (once the core
+	// noticed, within 50 ms of the path changing).
+	var out []byte
+	err := cluster.WaitFor(ctxFor(t, 5*time.Second), "burrow peers on c1 to name birthday probing", func() bool {
+		out, _ = exec.Command(burrowBin, "peers", "--socket", n.nodes["c1"].Config.ControlSocket).CombinedOutput()
+		return strings.Contains(string(out), "direct (birthday probing")
+	})
+	if err != nil {
+		t.Errorf("%v:\n%s", err, out)
 	}
 	pingAll(t, all, 60*time.Second)
 	// A–B traffic never touches the beacon's relay; C1–C2 traffic does.
