@@ -109,6 +109,23 @@ func TestNATTraversalPicksTheRightPath(t *testing.T) {
 			t.Errorf("%v (paths now %q/%q)", err, a.PathTo(b), b.PathTo(a))
 		}
 	}
+	// Bulk data crosses the punched path both ways: c1 sends from, and
+	// receives on, a spare socket. The floor catches a broken path, not a
+	// slow one; the log compares it with b-a's path over main sockets.
+	for _, pair := range [][2]string{{"c1", "a"}, {"a", "c1"}, {"b", "a"}} {
+		from, to := n.nodes[pair[0]], n.nodes[pair[1]]
+		if _, err := netlab.StartIperf3Server(to.Host); err != nil {
+			t.Fatal(err)
+		}
+		res, err := netlab.Iperf3(ctxFor(t, 30*time.Second), from.Host, to.Address.Addr(), 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("iperf3 %s→%s on %s (%s): %.0f Mbit/s, %d retransmits", from.Name, to.Name, from.PathTo(to), from.EndpointTo(to), res.BitsPerSecond/1e6, res.Retransmits)
+		if res.BitsPerSecond < 100e6 {
+			t.Errorf("iperf3 %s→%s: %.1f Mbit/s; the path is broken", from.Name, to.Name, res.BitsPerSecond/1e6)
+		}
+	}
 	// burrow peers names the path birthday probing opened (once the core
 	// noticed, within 50 ms of the path changing).
 	var out []byte

@@ -609,15 +609,33 @@ func (d *Daemon) writeTAP(w *tap.Writer, buf, frame []byte, off l2.Offload) {
 // it puts frames for the TAP (nil for workers that never write any).
 func (d *Daemon) newWorker(frames node.FrameSink) *node.Worker {
 	out := make([]udpio.Message, 0, txBatch)
+	// spare holds the datagrams for spare sockets, in runs of one socket
+	// (a link's datagrams come together), spareSocket their sockets.
+	spare := make([]udpio.Message, 0, txBatch)
+	spareSocket := make([]uint16, 0, txBatch)
 	socket := d.conn.NewWriter()
 	send := func(msgs []node.TxMsg) {
-		out = out[:0]
+		out, spare, spareSocket = out[:0], spare[:0], spareSocket[:0]
 		for _, m := range msgs {
-			if m.To.Via != link.UDP {
+			switch m.To.Via {
+			case link.UDP:
+				out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
+			case link.Spare:
+				spare = append(spare, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
+				spareSocket = append(spareSocket, m.To.Socket)
+			default:
 				d.sendOne(m.To, m.Buf)
-				continue
 			}
-			out = append(out, udpio.Message{Buf: m.Buf, N: len(m.Buf), Addr: m.To.Addr})
+		}
+		for start := 0; start < len(spare); {
+			end := start + 1
+			for end < len(spare) && spareSocket[end] == spareSocket[start] {
+				end++
+			}
+			if err := d.spare.sendBatch(spareSocket[start], spare[start:end]); err != nil && !closedErr(err) {
+				d.log.Debug("spare socket send failed", "socket", spareSocket[start], "err", err)
+			}
+			start = end
 		}
 		// A datagram the kernel refuses (no route to its family, a firewall)
 		// is dropped, not the rest of the batch behind it.

@@ -228,12 +228,12 @@ func (d *Daemon) runSocketReader() {
 		small := false
 		for i := range msgs[:waiting] {
 			if m := &msgs[i]; m.N <= smallDatagram {
-				d.fromSocket(w, tw, m, now)
+				d.fromSocket(w, tw, m, link.Endpoint{}, now)
 				m.N, small = -1, true
 			}
 		}
 		if !small {
-			d.fromSocket(w, tw, &msgs[0], now)
+			d.fromSocket(w, tw, &msgs[0], link.Endpoint{}, now)
 			msgs[0].N = -1
 			sinceFlush++
 		}
@@ -278,8 +278,9 @@ func compactHandled(msgs []udpio.Message) int {
 const smallDatagram = 512
 
 // fromSocket hands one received message, several coalesced datagrams
-// perhaps, to the core.
-func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, now int64) {
+// perhaps, to the core; via is the socket's endpoint (zero for the main
+// socket), the sender's address to be filled in.
+func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, via link.Endpoint, now int64) {
 	dp := d.node.Dataplane()
 	data := m.Buf[:m.N]
 	seg := m.SegmentSize
@@ -292,14 +293,15 @@ func (d *Daemon) fromSocket(w *node.Worker, tw *tapWriter, m *udpio.Message, now
 	if m.Received != 0 {
 		tw.sojourn = time.Duration(now - m.Received)
 	}
-	from := link.UDPEndpoint(m.Addr)
+	from := via
+	from.Addr = m.Addr
 	if len(data) == 0 {
 		dp.FromNetwork(w, from, data, now) // counted, like any garbage
 	}
 	for len(data) > 0 {
 		one := data[:min(seg, len(data))]
 		data = data[len(one):]
-		if d.tr.turn != nil && m.Addr == d.tr.turn.Server() {
+		if d.tr.turn != nil && via.Via == link.UDP && m.Addr == d.tr.turn.Server() {
 			switch kind, peer, payload := d.tr.turn.HandleFromServer(one); kind {
 			case turnc.PeerData:
 				dp.FromNetwork(w, link.Endpoint{Via: link.TURN, Addr: peer}, payload, now)
