@@ -103,6 +103,9 @@ func (c *Conn) readBatch(msgs []Message, nowait bool) (int, error) {
 	}
 	c.readMu.Lock()
 	defer c.readMu.Unlock()
+	if c.read == nil {
+		c.read = newBatch(unix.SYS_RECVMMSG, readCmsgSpace)
+	}
 	b := c.read
 	b.nowait = nowait
 	count := min(len(msgs), BatchSize)

@@ -70,7 +70,8 @@ type Conn struct {
 	gro    bool
 
 	readMu sync.Mutex
-	read   *batch
+	read   *batch // made by the first read: many sockets never read
+
 	// writers serve WriteBatch and WriteTo, for callers without a Writer
 	// of their own.
 	writers sync.Pool
@@ -96,7 +97,6 @@ func Listen(addr netip.AddrPort) (*Conn, error) {
 		file:   os.NewFile(uintptr(fd), "udp:"+addr.String()),
 		fd:     fd,
 		family: family,
-		read:   newBatch(unix.SYS_RECVMMSG, readCmsgSpace),
 	}
 	c.raw, _ = c.file.SyscallConn() // never fails for a file
 	c.writers.New = func() any { return c.NewWriter() }
