@@ -11,8 +11,8 @@ import (
 	"burrow/nat"
 )
 
-// stunOnLoopback answers binding requests at addr the way a beacon does,
-// until the test ends.
+// stunOnLoopback answers binding requests at addr as a beacon's second
+// port does, until the test ends.
 func stunOnLoopback(t *testing.T, addr string) netip.AddrPort {
 	t.Helper()
 	conn, err := net.ListenUDP("udp", net.UDPAddrFromAddrPort(netip.MustParseAddrPort(addr)))
@@ -20,18 +20,7 @@ func stunOnLoopback(t *testing.T, addr string) netip.AddrPort {
 		t.Skipf("no loopback UDP socket at %s: %v", addr, err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := conn.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			if m, err := nat.Parse(buf[:n]); err == nil && m.Request {
-				conn.WriteToUDPAddrPort(nat.BindingSuccess(m.TxID, from), from)
-			}
-		}
-	}()
+	go (&Daemon{}).answerSTUN(conn)
 	return conn.LocalAddr().(*net.UDPAddr).AddrPort()
 }
 

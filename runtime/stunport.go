@@ -27,28 +27,33 @@ func (d *Daemon) serveSecondSTUNPort(listen netip.AddrPort) {
 		return
 	}
 	d.tr.stun = conn
+	go d.answerSTUN(conn)
+}
+
+// answerSTUN answers the binding requests that come to conn until it
+// closes: never more bytes than a request had, at most as many as
+// node.NewSTUNLimiter allows.
+func (d *Daemon) answerSTUN(conn *net.UDPConn) {
 	limit := node.NewSTUNLimiter()
-	go func() {
-		buf := make([]byte, 1500)
-		for {
-			n, from, err := conn.ReadFromUDPAddrPort(buf)
-			if err != nil {
-				return
-			}
-			from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
-			m, err := nat.Parse(buf[:n])
-			if err != nil || !m.Request || !limit.Allow(from.Addr(), time.Now()) {
-				continue
-			}
-			answer, err := nat.Answer(m, n, from)
-			if err != nil {
-				continue
-			}
-			if !m.ChangePort {
-				conn.WriteToUDPAddrPort(answer, from)
-			} else if d.conn != nil {
-				d.conn.WriteTo(answer, from)
-			}
+	buf := make([]byte, 1500)
+	for {
+		n, from, err := conn.ReadFromUDPAddrPort(buf)
+		if err != nil {
+			return
 		}
-	}()
+		from = netip.AddrPortFrom(from.Addr().Unmap(), from.Port())
+		m, err := nat.Parse(buf[:n])
+		if err != nil || !m.Request || !limit.Allow(from.Addr(), time.Now()) {
+			continue
+		}
+		answer, err := nat.Answer(m, n, from)
+		if err != nil {
+			continue
+		}
+		if !m.ChangePort {
+			conn.WriteToUDPAddrPort(answer, from)
+		} else if d.conn != nil {
+			d.conn.WriteTo(answer, from)
+		}
+	}
 }
