@@ -55,6 +55,30 @@ func newNATNetwork(t *testing.T, sites map[string]netlab.NAT) *natNetwork {
 	return n
 }
 
+// addMember adds a node named name on a host of its own: on the lab's
+// internet for NoNAT, else alone on a new site behind a NAT of that kind.
+func addMember(t *testing.T, lab *netlab.Lab, nw *cluster.Network, name string, nat netlab.NAT, virtualIndex int) *cluster.Node {
+	t.Helper()
+	var host *netlab.Host
+	var err error
+	if nat == netlab.NoNAT {
+		host, err = lab.AddHost(name)
+	} else {
+		var site *netlab.Site
+		if site, err = lab.AddSite(name, nat); err == nil {
+			host, err = site.AddHost(name + "h")
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	node, err := nw.AddNode(host, name, virtual(virtualIndex))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
 // addNode adds a node on a new host at site, and makes every node's links
 // and overlay fit the network's new size.
 func (n *natNetwork) addNode(t *testing.T, site *netlab.Site, name string) *cluster.Node {

@@ -3,9 +3,9 @@ package e2e
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -21,14 +21,13 @@ import (
 type natKind struct {
 	name string
 	nat  netlab.NAT
-	site bool // behind a router (false: a host on the internet)
 }
 
 var natKinds = []natKind{
-	{"public", netlab.NoNAT, false},
-	{"endpoint-independent", netlab.EndpointIndependent, true},
-	{"symmetric", netlab.Symmetric, true},
-	{"udp-blocked", netlab.UDPBlocked, true},
+	{"public", netlab.NoNAT},
+	{"endpoint-independent", netlab.EndpointIndependent},
+	{"symmetric", netlab.Symmetric},
+	{"udp-blocked", netlab.UDPBlocked},
 }
 
 // expectedPath is what burrow must establish between two kinds.
@@ -69,24 +68,7 @@ func TestNATMatrix(t *testing.T) {
 	for _, k := range natKinds {
 		for copy := 1; copy <= 2; copy++ {
 			name := fmt.Sprintf("%s%d", strings.Split(k.name, "-")[0][:3], copy)
-			var host *netlab.Host
-			if k.site {
-				site, err := lab.AddSite(name, k.nat)
-				if err != nil {
-					t.Fatal(err)
-				}
-				host, err = site.AddHost(name + "h")
-			} else {
-				host, err = lab.AddHost(name)
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			node, err := nw.AddNode(host, name, virtual(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			kindOf[node] = k.name
+			kindOf[addMember(t, lab, nw, name, k.nat, i)] = k.name
 			i++
 		}
 	}

@@ -89,23 +89,7 @@ func TestNetcheckReportsTheNAT(t *testing.T) {
 	}
 	member := func(name string, nat netlab.NAT, beacons []config.BeaconRef) *cluster.Node {
 		t.Helper()
-		var host *netlab.Host
-		if nat == netlab.NoNAT {
-			host, err = lab.AddHost(name)
-		} else {
-			site, err := lab.AddSite(name, nat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			host, err = site.AddHost(name + "h")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		node, err := nw.AddNode(host, name, virtual(len(nw.Nodes)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := addMember(t, lab, nw, name, nat, len(nw.Nodes))
 		node.Config.Beacons = beacons
 		return node
 	}

@@ -102,25 +102,9 @@ func TestPingShowsThePath(t *testing.T) {
 	for i, spec := range []struct {
 		name string
 		nat  netlab.NAT
-		site bool
-	}{{"pub1", netlab.NoNAT, false}, {"pub2", netlab.NoNAT, false}, {"ei1", netlab.EndpointIndependent, true},
-		{"ei2", netlab.EndpointIndependent, true}, {"blk", netlab.UDPBlocked, true}} {
-		var host *netlab.Host
-		if spec.site {
-			site, err := lab.AddSite(spec.name, spec.nat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			host, err = site.AddHost(spec.name + "h")
-		} else {
-			host, err = lab.AddHost(spec.name)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if nodes[spec.name], err = nw.AddNode(host, spec.name, virtual(i+1)); err != nil {
-			t.Fatal(err)
-		}
+	}{{"pub1", netlab.NoNAT}, {"pub2", netlab.NoNAT}, {"ei1", netlab.EndpointIndependent},
+		{"ei2", netlab.EndpointIndependent}, {"blk", netlab.UDPBlocked}} {
+		nodes[spec.name] = addMember(t, lab, nw, spec.name, spec.nat, i+1)
 	}
 	for _, node := range nw.Nodes {
 		node.Config.Links.Keepalive = 500 * time.Millisecond

@@ -86,23 +86,7 @@ func TestMemberRelaysCarryHardPairsWithoutTheBeacon(t *testing.T) {
 	}{{"pub1", netlab.NoNAT}, {"pub2", netlab.NoNAT}, {"pub3", netlab.NoNAT},
 		{"sym1", netlab.Symmetric}, {"sym2", netlab.Symmetric}, {"sym3", netlab.Symmetric},
 		{"ei1", netlab.EndpointIndependent}, {"ei2", netlab.EndpointIndependent}} {
-		var host *netlab.Host
-		if spec.nat == netlab.NoNAT {
-			host, err = lab.AddHost(spec.name)
-		} else {
-			site, err := lab.AddSite(spec.name, spec.nat)
-			if err != nil {
-				t.Fatal(err)
-			}
-			host, err = site.AddHost(spec.name + "h")
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		node, err := nw.AddNode(host, spec.name, virtual(i+1))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := addMember(t, lab, nw, spec.name, spec.nat, i+1)
 		switch spec.nat {
 		case netlab.NoNAT:
 			node.Config.Relay.Enabled = &on

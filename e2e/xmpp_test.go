@@ -180,28 +180,14 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 	type member struct {
 		name string
 		nat  netlab.NAT
-		site bool
 	}
 	members := []member{
-		{"pub1", netlab.NoNAT, false}, {"pub2", netlab.NoNAT, false},
-		{"eim1", netlab.EndpointIndependent, true}, {"eim2", netlab.EndpointIndependent, true}, {"eim3", netlab.EndpointIndependent, true},
-		{"sym1", netlab.Symmetric, true}, {"sym2", netlab.Symmetric, true}, {"sym3", netlab.Symmetric, true},
+		{"pub1", netlab.NoNAT}, {"pub2", netlab.NoNAT},
+		{"eim1", netlab.EndpointIndependent}, {"eim2", netlab.EndpointIndependent}, {"eim3", netlab.EndpointIndependent},
+		{"sym1", netlab.Symmetric}, {"sym2", netlab.Symmetric}, {"sym3", netlab.Symmetric},
 	}
 	addNode := func(nw *cluster.Network, m member, i int) *cluster.Node {
-		var host *netlab.Host
-		var err error
-		if m.site {
-			host, err = siteHost(lab, m.name, m.nat)
-		} else {
-			host, err = lab.AddHost(m.name)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		node, err := nw.AddNode(host, m.name, virtual(i))
-		if err != nil {
-			t.Fatal(err)
-		}
+		node := addMember(t, lab, nw, m.name, m.nat, i)
 		node.Config.Links.Keepalive = 500 * time.Millisecond
 		node.Config.Links.DeadAfter = 3 * time.Second
 		node.Config.Overlay.Successors = len(members) - 1 // a full mesh: every pair gets a link
@@ -340,7 +326,7 @@ func TestXMPPRendezvousWithoutABeacon(t *testing.T) {
 		t.Fatal(err)
 	}
 	answeredBefore := answeredIntruder(nw.Nodes)
-	intruder := addNode(other, member{"intruder", netlab.EndpointIndependent, true}, 9)
+	intruder := addNode(other, member{"intruder", netlab.EndpointIndependent}, 9)
 	if err := intruder.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -403,15 +389,6 @@ func xmppKind(n *cluster.Node) string {
 		return "endpoint-independent"
 	}
 	return "symmetric"
-}
-
-// siteHost is a host alone on a new site behind a NAT.
-func siteHost(lab *netlab.Lab, name string, nat netlab.NAT) (*netlab.Host, error) {
-	site, err := lab.AddSite(name, nat)
-	if err != nil {
-		return nil, err
-	}
-	return site.AddHost(name + "h")
 }
 
 func byName(nw *cluster.Network, name string) *cluster.Node {
