@@ -20,6 +20,9 @@ type RelayOptions struct {
 	// Rounds is how many times the direct and the relayed test run, in
 	// turn.
 	Rounds int
+	// MaxRate is the public members' relay.max_rate in bytes per second;
+	// zero for relayBenchRate, far above what the machine carries.
+	MaxRate float64
 	// Burrow is the burrow executable to measure.
 	Burrow string
 	// Progress receives a line per step as the run goes.
@@ -39,6 +42,7 @@ const targetRelayShare = 0.5
 type RelayReport struct {
 	Started time.Time
 	Seconds int
+	MaxRate float64
 	// Relay is the public member that relayed c1–c2.
 	Relay  string
 	Rounds []relayRound
@@ -52,6 +56,9 @@ type relayRound struct {
 	// RelayCPUSeconds is the relaying member's CPU time during the
 	// relayed test.
 	RelayCPUSeconds float64
+	// Queued and Dropped are the relayed datagrams that waited for the
+	// pair's share and those dropped past its queue, during the test.
+	Queued, Dropped uint64
 }
 
 func (r relayRound) share() float64 { return r.Relayed.BitsPerSecond / r.Direct.BitsPerSecond }
@@ -82,11 +89,14 @@ func RunRelay(ctx context.Context, opts RelayOptions) (*RelayReport, error) {
 		return nil, err
 	}
 	defer lab.Close()
-	l, err := buildRelayLab(lab, opts.Burrow)
+	if opts.MaxRate <= 0 {
+		opts.MaxRate = relayBenchRate
+	}
+	l, err := buildRelayLab(lab, opts.Burrow, opts.MaxRate)
 	if err != nil {
 		return nil, err
 	}
-	report := &RelayReport{Started: time.Now(), Seconds: opts.Seconds, LoadBefore: loadAverage()}
+	report := &RelayReport{Started: time.Now(), Seconds: opts.Seconds, MaxRate: opts.MaxRate, LoadBefore: loadAverage()}
 	for _, n := range []*cluster.Node{l.beacon, l.p1, l.p2, l.c1, l.c2} {
 		if err := n.Start(); err != nil {
 			return nil, err
@@ -130,6 +140,10 @@ func RunRelay(ctx context.Context, opts RelayOptions) (*RelayReport, error) {
 		if err != nil {
 			return nil, err
 		}
+		before, err := relay.Status()
+		if err != nil {
+			return nil, err
+		}
 		if rr.Relayed, err = runIperf3(ctx, l.c1.Host, l.c2.Address.Addr(), opts.Seconds, 1); err != nil {
 			return nil, fmt.Errorf("relayed c1 → c2: %w", err)
 		}
@@ -137,7 +151,12 @@ func RunRelay(ctx context.Context, opts RelayOptions) (*RelayReport, error) {
 		if err != nil {
 			return nil, err
 		}
+		after, err := relay.Status()
+		if err != nil {
+			return nil, err
+		}
 		rr.RelayCPUSeconds = cpuAfter - cpuBefore
+		rr.Queued, rr.Dropped = after.RelayQueued-before.RelayQueued, after.Drops["relay_limit"]-before.Drops["relay_limit"]
 		if now := l.memberRelay(); now != relay {
 			return nil, fmt.Errorf("c1–c2 left %s's relay during round %d", relay.Name, round)
 		}
@@ -149,7 +168,7 @@ func RunRelay(ctx context.Context, opts RelayOptions) (*RelayReport, error) {
 	return report, ctx.Err()
 }
 
-func buildRelayLab(lab *netlab.Lab, burrow string) (*relayLab, error) {
+func buildRelayLab(lab *netlab.Lab, burrow string, maxRate float64) (*relayLab, error) {
 	nw, err := cluster.New(lab, "relay", burrow)
 	if err != nil {
 		return nil, err
@@ -192,7 +211,7 @@ func buildRelayLab(lab *netlab.Lab, burrow string) (*relayLab, error) {
 		}
 	}
 	for _, p := range []*cluster.Node{l.p1, l.p2} {
-		p.Config.Relay.Enabled, p.Config.Relay.MaxRate = &on, relayBenchRate
+		p.Config.Relay.Enabled, p.Config.Relay.MaxRate = &on, maxRate
 	}
 	return l, nil
 }
@@ -221,17 +240,21 @@ func (r *RelayReport) Markdown(m Machine) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Member relay run of %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 UTC"))
 	b.WriteString(machineLines(m, r.LoadBefore, r.LoadAfter))
-	fmt.Fprintf(&b, "- lab: a beacon, public members p1 and p2 (relay.max_rate %.0f MiB/s, far above what this machine carries, so the path is measured and not the cap; the default for members is %.0f MiB/s), "+
+	rate := "far above what this machine carries, so the path is measured and not the cap"
+	if r.MaxRate < relayBenchRate {
+		rate = fmt.Sprintf("%.0f Mbit/s, so the cap is measured: what the relay paces and drops", r.MaxRate*8/1e6)
+	}
+	fmt.Fprintf(&b, "- lab: a beacon, public members p1 and p2 (relay.max_rate %.0f MiB/s, %s; the default for members is %.0f MiB/s), "+
 		"c1 and c2 behind symmetric NATs; every member configured with just the beacon, a full mesh; the beacon stopped once the network formed, so c1–c2 is relayed by a member (%s)\n",
-		float64(relayBenchRate)/(1<<20), float64(config.DefaultRelayRate)/(1<<20), r.Relay)
+		r.MaxRate/(1<<20), rate, float64(config.DefaultRelayRate)/(1<<20), r.Relay)
 	fmt.Fprintf(&b, "- each round: one iperf3 TCP stream for %d s p1 → p2 (direct), then c1 → c2 (through %s); rounds alternate on the same machine\n\n", r.Seconds, r.Relay)
-	b.WriteString("| round | direct p1 → p2 (Mbit/s) | relayed c1 → c2 (Mbit/s) | relayed / direct | retransmits (direct / relayed) | relay CPU-s |\n")
-	b.WriteString("|---|---|---|---|---|---|\n")
+	b.WriteString("| round | direct p1 → p2 (Mbit/s) | relayed c1 → c2 (Mbit/s) | relayed / direct | retransmits (direct / relayed) | relay CPU-s | datagrams paced / dropped by the relay |\n")
+	b.WriteString("|---|---|---|---|---|---|---|\n")
 	var shares []float64
 	for i, rr := range r.Rounds {
 		shares = append(shares, rr.share())
-		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.0f %% | %d / %d | %.2f |\n", i+1, rr.Direct.BitsPerSecond/1e6, rr.Relayed.BitsPerSecond/1e6,
-			100*rr.share(), rr.Direct.Retransmits, rr.Relayed.Retransmits, rr.RelayCPUSeconds)
+		fmt.Fprintf(&b, "| %d | %.0f | %.0f | %.0f %% | %d / %d | %.2f | %d / %d |\n", i+1, rr.Direct.BitsPerSecond/1e6, rr.Relayed.BitsPerSecond/1e6,
+			100*rr.share(), rr.Direct.Retransmits, rr.Relayed.Retransmits, rr.RelayCPUSeconds, rr.Queued, rr.Dropped)
 	}
 	if len(shares) > 0 {
 		verdict := "met"

@@ -72,6 +72,8 @@ type Worker struct {
 	recent recentFlow
 	// segments cuts the worker's super-frames.
 	segments l2.Segmenter
+	// relayed holds a relayed datagram released from its pair's queue.
+	relayed []byte
 }
 
 // recentFlow is a flow as one snapshot resolves it: its route, the bridge
@@ -660,10 +662,37 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		d.stats.drop(DropNoRoute)
 		return
 	}
-	if !d.relay.take(in.link.Peer.ID, to.link.Peer.ID, len(plain), now) {
+	switch d.relay.admit(in.link.Peer.ID, to.link.Peer.ID, plain, now) {
+	case relayNow:
+		d.sendRelayed(w, to, in.link.Peer.ID, plain, now)
+	case relayQueued:
+		d.stats.RelayQueued.Add(1)
+	case relayDropped:
 		d.stats.drop(DropRelayLimit)
-		return
 	}
+	d.releaseRelayed(w, s, now)
+}
+
+// releaseRelayed sends the queued relayed datagrams whose pairs' shares
+// allow them now.
+func (d *Dataplane) releaseRelayed(w *Worker, s *snapshot, now int64) {
+	for {
+		plain, from, to, ok := d.relay.release(w.relayed[:0], now)
+		if !ok {
+			return
+		}
+		w.relayed = plain
+		if p := s.byPeer[to]; p != nil && p.session != nil && !p.link.Endpoint().IsRelay() {
+			d.sendRelayed(w, p, from, plain, now)
+		} else {
+			d.stats.drop(DropNoRoute)
+		}
+	}
+}
+
+// sendRelayed seals a datagram from one member for another, to, which
+// the relay header in plain names.
+func (d *Dataplane) sendRelayed(w *Worker, to *port, from nid.ID, plain []byte, now int64) {
 	buf := w.Tx.next()
 	body := buf[wire.TransportHeaderLen:]
 	if !fits(buf, wire.TransportHeaderLen, plain) {
@@ -671,7 +700,6 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		return
 	}
 	body[0] = byte(wire.InnerRelayFrom)
-	from := in.link.Peer.ID
 	copy(body[1:wire.RelayHeaderLen], from[:])
 	n := copy(body[wire.RelayHeaderLen:], plain[wire.RelayHeaderLen:])
 	dgram, err := to.session.Seal(buf, body[:wire.RelayHeaderLen+n], now)

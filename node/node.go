@@ -126,6 +126,9 @@ type Node struct {
 	recon *reconcileScratch
 	// nextFirewallSweep is when the firewall next forgets idle connections.
 	nextFirewallSweep time.Time
+	// relayer sends the relayed datagrams the core releases, made the
+	// first time some wait.
+	relayer *Worker
 }
 
 // firewallSweepEvery is how often idle connections leave the firewall's
@@ -257,6 +260,7 @@ func (n *Node) Tick(now time.Time) {
 	n.topologyTick(now)
 	n.servicesTick(now)
 	n.pingTick(now)
+	n.releaseRelayed(now)
 	n.learn.Learn(n.cfg.MAC, flood.LocalPort, n.self, now)
 	n.learn.Expire(now)
 	if n.cfg.Firewall != nil && !now.Before(n.nextFirewallSweep) {
@@ -278,6 +282,9 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	next := n.links.NextDeadline(now)
 	if housekeeping := now.Add(time.Second); housekeeping.Before(next) {
 		next = housekeeping
+	}
+	if n.dp.relay.hasWaiting() {
+		next = now.Add(relayReleaseEvery)
 	}
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize

@@ -142,3 +142,55 @@ func TestRelayBudgetTakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("take allocates %.1f times per datagram", n)
 	}
 }
+
+// A pair past its share is paced, not dropped: what exceeds its burst
+// waits in order in the pair's queue, leaves as the share allows, and
+// only what overflows the queue is dropped.
+func TestRelayBudgetPacesAPairPastItsShare(t *testing.T) {
+	const rate, size = 1 << 20, 1400
+	b := newRelayBudget(rate)
+	from, to := relayPairOf(1, 2)[0], relayPairOf(1, 2)[1]
+	start := int64(time.Hour)
+	verdicts := map[relayVerdict]int{}
+	var queuedSeq []byte
+	for seq := range 300 { // 420 KB at once, beyond the 256 KiB burst
+		dgram := make([]byte, size)
+		dgram[0] = byte(seq)
+		v := b.admit(from, to, dgram, start)
+		verdicts[v]++
+		if v == relayQueued {
+			queuedSeq = append(queuedSeq, byte(seq))
+		}
+	}
+	if verdicts[relayNow] == 0 || verdicts[relayQueued] == 0 || verdicts[relayQueued]*size > relayQueueBytes {
+		t.Fatalf("verdicts %v: want the burst now, then a queue of at most %d bytes", verdicts, relayQueueBytes)
+	}
+	if _, _, _, ok := b.release(nil, start); ok {
+		t.Fatal("a queued datagram left before its share allowed it")
+	}
+	var released []byte
+	var last int64
+	for now := start; now < start+int64(time.Second); now += int64(time.Millisecond) {
+		for {
+			plain, f, tt, ok := b.release(nil, now)
+			if !ok {
+				break
+			}
+			if f != from || tt != to {
+				t.Fatalf("released for %v→%v, queued for %v→%v", f, tt, from, to)
+			}
+			released, last = append(released, plain[0]), now
+		}
+	}
+	if string(released) != string(queuedSeq) {
+		t.Fatalf("released in the order %v, queued %v", released, queuedSeq)
+	}
+	// The queue drains at the pair's share: no faster than the rate.
+	if took, want := time.Duration(last-start), time.Duration(float64(len(queuedSeq)*size)/rate*float64(time.Second)); took < want*9/10 {
+		t.Fatalf("%d queued datagrams left within %v; at %d B/s that takes %v", len(queuedSeq), took, rate, want)
+	}
+	t.Logf("%v; the queue of %d datagrams drained in %v", verdicts, len(queuedSeq), time.Duration(last-start))
+	if b.hasWaiting() {
+		t.Fatal("datagrams still wait after a second")
+	}
+}

@@ -40,6 +40,7 @@ type Stats struct {
 	FramesToTAP, FramesFromTAP                     atomic.Uint64
 	SlowPathEvents                                 atomic.Uint64
 	Relayed                                        atomic.Uint64 // datagrams relayed for others
+	RelayQueued                                    atomic.Uint64 // of them, those that waited for their pair's share
 	PunchProbes                                    atomic.Uint64 // extra ports probed for NATs with a port per destination
 	ARPAnswered                                    atomic.Uint64 // ARP requests answered locally: broadcasts saved
 	NDAnswered                                     atomic.Uint64 // IPv6 neighbour solicitations answered locally

@@ -26,9 +26,12 @@ type Status struct {
 	// Rendezvous is nil when the node uses no rendezvous server.
 	Rendezvous *RendezvousStatus `json:"rendezvous,omitempty"`
 	Relayed    uint64            `json:"relayed_for_others"`
-	RelayPairs []RelayedPair     `json:"relayed_pairs,omitempty"`
-	Services   ServicesStatus    `json:"services"`
-	Groups     GroupsStatus      `json:"groups"`
+	// RelayQueued counts the relayed datagrams that waited for their
+	// pair's share of relay.max_rate.
+	RelayQueued uint64         `json:"relay_queued"`
+	RelayPairs  []RelayedPair  `json:"relayed_pairs,omitempty"`
+	Services    ServicesStatus `json:"services"`
+	Groups      GroupsStatus   `json:"groups"`
 	// Settings are the network-wide settings in force here, when any are.
 	Settings *SettingsStatus `json:"settings,omitempty"`
 	// Revoked are the members the CA revoked that this node knows of.
@@ -151,7 +154,7 @@ func (n *Node) Status() Status {
 	st.Overlay = n.Overlay()
 	st.Reach = n.reachStatus()
 	st.Rendezvous = n.rendezvousStatus()
-	st.Relayed = n.stats.Relayed.Load()
+	st.Relayed, st.RelayQueued = n.stats.Relayed.Load(), n.stats.RelayQueued.Load()
 	st.RelayPairs = n.dp.relay.snapshot()
 	st.Services = n.servicesStatus(n.now)
 	st.Groups = n.groupsStatus()

@@ -192,13 +192,15 @@ and appended to --out as a new section. Needs root and iperf3.`,
 func benchRelayCommand() *cobra.Command {
 	var (
 		seconds, rounds int
+		maxRate         float64
 		out, burrow     string
 	)
 	cmd := &cobra.Command{
 		Use:   "relay",
 		Short: "Measure TCP throughput through a member relay against direct throughput",
 		Long: `Build a NAT lab: a beacon, public members p1 and p2 that relay (their
-relay.max_rate set far above what the machine carries), and c1 and c2 behind
+relay.max_rate far above what the machine carries, or --max-rate to measure
+the cap, with the datagrams it paced and dropped), and c1 and c2 behind
 symmetric NATs, in a full mesh. Once c1–c2 is relayed, stop the beacon and
 wait until c1–c2 is relayed by p1 or p2, as both ends' status names it. Then,
 --rounds times in turn, run one iperf3 TCP stream p1 → p2 (direct) and one
@@ -215,6 +217,7 @@ and appended to --out as a new section. Needs root and iperf3.`,
 				return bench.RunRelay(ctx, bench.RelayOptions{
 					Seconds:  seconds,
 					Rounds:   rounds,
+					MaxRate:  maxRate * (1 << 20),
 					Burrow:   binary,
 					Progress: cmd.ErrOrStderr(),
 				})
@@ -223,6 +226,7 @@ and appended to --out as a new section. Needs root and iperf3.`,
 	}
 	cmd.Flags().IntVar(&seconds, "seconds", 10, "length of each iperf3 test")
 	cmd.Flags().IntVar(&rounds, "rounds", 3, "how many times the direct and the relayed test run, in turn")
+	cmd.Flags().Float64Var(&maxRate, "max-rate", 0, "the relaying members' relay.max_rate in MiB/s, to measure the cap (default: far above what the machine carries)")
 	cmd.Flags().StringVar(&out, "out", "docs/benchmarks.md", `file to append the results to; "" for none`)
 	cmd.Flags().StringVar(&burrow, "burrow", "", "burrow binary to measure (default: this one)")
 	return cmd
