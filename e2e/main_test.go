@@ -112,6 +112,24 @@ func startAll(t *testing.T, nw *cluster.Network) {
 			t.Fatal(err)
 		}
 	}
+	// A daemon that exits at once (a configuration it refuses, a socket
+	// taken) fails the test here, by name, rather than as a timeout later.
+	for _, node := range nw.Nodes {
+		var exited bool
+		err := cluster.WaitFor(ctxFor(t, 30*time.Second), node.Name+"'s control socket to answer", func() bool {
+			if exited = node.Process.Exited(); exited {
+				return true
+			}
+			_, err := node.Status()
+			return err == nil
+		})
+		switch {
+		case exited:
+			t.Fatalf("%s exited right after it started: %v (its log follows)", node.Name, node.Process.Wait())
+		case err != nil:
+			t.Fatal(err)
+		}
+	}
 }
 
 // byRing returns the nodes sorted by node ID, i.e. in ring order.
