@@ -103,6 +103,7 @@ func (s *Sim) AddNode(cfg NodeConfig) *Node {
 		panic(err) // 32 bytes are always a valid X25519 key
 	}
 	copy(n.pub[:], key.PublicKey().Bytes())
+	s.dh.statics[n.priv] = n.pub
 	n.ID = nid.FromPublicKey(n.pub)
 	n.worker = node.Worker{Tx: s.tx, Frames: (*hostSink)(n), Slow: n.slowEvent}
 	s.nodes = append(s.nodes, n)
@@ -234,7 +235,7 @@ func (n *Node) Start() {
 		}
 	}
 	core, err := node.New(node.Config{
-		Handshake: link.HandshakeConfig{Network: "sim", Private: n.priv, Public: n.pub, Cert: n.cert, AESFast: true, Rand: rand.NewChaCha8(seed)},
+		Handshake: link.HandshakeConfig{Network: "sim", Private: n.priv, Public: n.pub, Cert: n.cert, AESFast: true, Rand: rand.NewChaCha8(seed), DH: &s.dh},
 		Verify:    s.verify,
 		Timers:    n.Config.Timers,
 		MAC:       n.MAC,

@@ -69,6 +69,7 @@ type Sim struct {
 	// tx is the one transmit batch every node's data path fills; the
 	// engine flushes it after each call, while curNode says whose it is.
 	tx      *node.TxBatch
+	dh      simDH
 	curNode *Node
 	cur     cause
 	events  uint64
@@ -130,6 +131,7 @@ func New(cfg Config) *Sim {
 		start: epoch.UnixNano(),
 		now:   epoch.UnixNano(),
 		cur:   noCause,
+		dh:    simDH{statics: make(map[[32]byte][32]byte)},
 	}
 	s.tx = node.NewTxBatch(0, txBufLen, s.flushTx)
 	return s
