@@ -38,7 +38,8 @@ const (
 const AckEvery = 4
 
 func (s *Sim) frame(kind frameKind, dst, src l2.MAC, id int, seq uint32, size int) []byte {
-	b := s.buffer(nil)[:max(size, minFrameSize, frameHdrLen)]
+	size = max(size, minFrameSize, frameHdrLen)
+	b := s.bufferFor(size)[:size]
 	clear(b)
 	copy(b[0:6], dst[:])
 	copy(b[6:12], src[:])

@@ -107,7 +107,7 @@ func (s *Sim) deliver(e *event) {
 		s.cur.flow = n.tag
 	}
 	n.rxInner, n.rxData = 0, false
-	n.core.Dataplane().FromNetwork(&n.worker, link.UDPEndpoint(from.Addr), e.data, s.now)
+	n.core.Dataplane().FromNetwork(&s.worker, link.UDPEndpoint(from.Addr), e.data, s.now)
 	if transport {
 		switch {
 		case n.rxInner != 0:
@@ -145,7 +145,7 @@ func (s *Sim) fromHost(e *event) {
 	if e.flow < 0 {
 		s.cur.flow = n.tag
 	}
-	n.core.Dataplane().FromTAP(&n.worker, l2.VirtioNetHdr{}, e.data, s.now)
+	n.core.Dataplane().FromTAP(&s.worker, l2.VirtioNetHdr{}, e.data, s.now)
 	s.handleSlow(n)
 	s.flush()
 	n.rearm()
