@@ -172,13 +172,15 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 }
 
 // tryFallback starts a handshake over the worse direct paths of a link
-// whose direct IPv6 path went quiet (or suspect), once per handshake
-// retry interval: when it completes, the link moves there without going
-// down, and the upgrade probes bring it back to IPv6 once that works
-// again.
+// whose direct IPv6 path went quiet, once per handshake retry interval,
+// or suspect, at once: a suspect link is about to be declared dead, and
+// may be so soon after the last fallback (IPv6 failing again right after
+// the link came back to it); l.rekey keeps it to one handshake at a
+// time. When it completes, the link moves there without going down, and
+// the upgrade probes bring it back to IPv6 once that works again.
 func (m *Manager) tryFallback(l *Link, now time.Time) {
 	t := m.timers
-	if l.rekey != nil || now.Before(l.fallbackAt) || (!l.suspect && now.Before(l.fallbackDue(t))) {
+	if l.rekey != nil || !l.suspect && (now.Before(l.fallbackAt) || now.Before(l.fallbackDue(t))) {
 		return
 	}
 	worse := l.fallbackCandidates()

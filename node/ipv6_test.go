@@ -132,3 +132,54 @@ func TestIdleDualStackLinkFallsBackBeforeItIsDead(t *testing.T) {
 		})
 	}
 }
+
+// IPv6 that dies again right after the link came back to it, within the
+// fallback's retry interval: the link falls back again rather than being
+// declared dead, as soon as it turns suspect.
+func TestDualStackLinkFallsBackAgainSoonAfter(t *testing.T) {
+	w := newTestNet(t, 2, 23)
+	a, b := w.nodes[0], w.nodes[1]
+	w.giveIPv6(a)
+	w.giveIPv6(b)
+	w.connect(0, 1)
+	w.advance(time.Second, 100*time.Millisecond)
+	l := a.node.Links().Links()[b.node.Self()]
+	l.AddCandidates([]link.Endpoint{link.UDPEndpoint(b.addr6)})
+	w.advance(2*time.Second, 100*time.Millisecond)
+	if l.Endpoint() != link.UDPEndpoint(b.addr6) {
+		t.Fatalf("a's link to b is on %v, not on IPv6", l.Endpoint())
+	}
+	since := l.Since
+	dead := map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
+	// onPath passes traffic both ways in 10 ms steps until a's link to b
+	// is on ep, for up to limit.
+	onPath := func(ep link.Endpoint, limit time.Duration) bool {
+		for start := w.now; w.now.Sub(start) < limit; {
+			a.fromTAP(ethFrame(b.mac, a.mac, "ping"))
+			b.fromTAP(ethFrame(a.mac, b.mac, "pong"))
+			w.advance(10*time.Millisecond, 10*time.Millisecond)
+			if l := a.node.Links().Links()[b.node.Self()]; l != nil && l.Up() && l.Endpoint() == ep {
+				return true
+			}
+		}
+		return false
+	}
+	w.blocked = dead
+	if !onPath(link.UDPEndpoint(b.addr), 5*time.Second) {
+		t.Fatal("no fallback to IPv4")
+	}
+	fellBack := w.now
+	w.blocked = nil
+	if !onPath(link.UDPEndpoint(b.addr6), 5*time.Second) {
+		t.Fatal("not back on IPv6")
+	}
+	back := w.now
+	w.blocked = dead
+	if !onPath(link.UDPEndpoint(b.addr), 5*time.Second) {
+		t.Fatal("no second fallback to IPv4")
+	}
+	t.Logf("back on IPv6 %v after the first fallback, on IPv4 again %v later", back.Sub(fellBack), w.now.Sub(back))
+	if l := a.node.Links().Links()[b.node.Self()]; l == nil || !l.Since.Equal(since) {
+		t.Fatalf("the link went down to fall back: %+v, first up at %v", l, since)
+	}
+}
