@@ -676,7 +676,7 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 // releaseRelayed sends the queued relayed datagrams whose pairs' shares
 // allow them now.
 func (d *Dataplane) releaseRelayed(w *Worker, s *snapshot, now int64) {
-	for {
+	for d.relay.hasWaiting() {
 		plain, from, to, ok := d.relay.release(w.relayed[:0], now)
 		if !ok {
 			return

@@ -3,6 +3,7 @@ package node
 import (
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"burrow/nid"
@@ -38,8 +39,11 @@ type relayBudget struct {
 	// became active since.
 	active    int
 	lastSweep int64
-	// waiting are the pairs with datagrams queued, oldest queue first.
-	waiting []*relayPair
+	// waiting are the pairs with datagrams queued, oldest queue first;
+	// queuedPairs is its length, read without the lock by the data path,
+	// which looks for released datagrams after every relayed one.
+	waiting     []*relayPair
+	queuedPairs atomic.Int32
 }
 
 // relayPair is one relayed pair's share of the budget.
@@ -136,6 +140,7 @@ func (b *relayBudget) admit(from, to nid.ID, plain []byte, now int64) relayVerdi
 	}
 	if p.queued == 0 {
 		b.waiting = append(b.waiting, p)
+		b.queuedPairs.Store(int32(len(b.waiting)))
 	}
 	slot := &p.queue[(p.head+p.queued)%relayQueueSlots]
 	*slot = append((*slot)[:0], plain...)
@@ -161,6 +166,7 @@ func (b *relayBudget) release(buf []byte, now int64) (plain []byte, from, to nid
 		p.queuedBytes -= len(slot)
 		if p.queued == 0 {
 			b.waiting = append(b.waiting[:i], b.waiting[i+1:]...)
+			b.queuedPairs.Store(int32(len(b.waiting)))
 		}
 		return plain, p.key[0], p.key[1], true
 	}
@@ -168,11 +174,7 @@ func (b *relayBudget) release(buf []byte, now int64) (plain []byte, from, to nid
 }
 
 // hasWaiting reports whether datagrams wait for their pair's share.
-func (b *relayBudget) hasWaiting() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.waiting) > 0
-}
+func (b *relayBudget) hasWaiting() bool { return b.queuedPairs.Load() > 0 }
 
 // takeLocked is take for pair p, with b.mu held.
 func (b *relayBudget) takeLocked(p *relayPair, n int, now int64) bool {
