@@ -75,7 +75,7 @@ type FormationResult struct {
 	// when the check failed.
 	Broadcast *cluster.BroadcastCount
 	// BroadcastDrops is what each node dropped while the requests spread.
-	BroadcastDrops dropCounts
+	BroadcastDrops cluster.DropCounts
 	Churn          *churnRound
 	Soak           *soakResult
 }
@@ -232,13 +232,13 @@ func (r *formationRun) measure(ctx context.Context, res *FormationResult, availa
 	if available, err := availableMemory(); err == nil && available < availableBefore {
 		res.MemoryUsed = availableBefore - available
 	}
-	before := readDrops(ctx, r.nodes)
+	before := cluster.ReadDrops(ctx, r.nodes)
 	res.Broadcast, err = r.broadcast(ctx)
 	if err != nil {
 		return fmt.Errorf("broadcast check: %w", err)
 	}
-	res.BroadcastDrops = readDrops(ctx, r.nodes).since(before)
-	fmt.Fprintf(r.progress, "   dropped meanwhile, all nodes: %s\n", describeDrops(res.BroadcastDrops.total()))
+	res.BroadcastDrops = cluster.ReadDrops(ctx, r.nodes).Since(before)
+	fmt.Fprintf(r.progress, "   dropped meanwhile, all nodes: %s\n", cluster.DescribeDrops(res.BroadcastDrops.Total()))
 	victims := r.victims()
 	if r.opts.Churn {
 		if res.Churn, err = r.churn(ctx, victims); err != nil {

@@ -2,7 +2,6 @@ package bench
 
 import (
 	"errors"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -190,27 +189,5 @@ func TestPhasesTableCountsWhoDidNotGetThere(t *testing.T) {
 	}
 	if got := phasesTable(results[1:]); got != "" {
 		t.Errorf("no phases read: got %q", got)
-	}
-}
-
-func TestUDPErrorsReadsTheKernelsCounters(t *testing.T) {
-	snmp := []byte("Ip: Forwarding DefaultTTL\nIp: 1 64\nUdp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\nUdp: 120 3 7 99 5 0 0 0 0\nUdpLite: InDatagrams NoPorts InErrors\nUdpLite: 0 0 9\n")
-	got := udpErrors(snmp)
-	want := map[string]uint64{"in_errors": 7, "rcvbuf_errors": 5, "sndbuf_errors": 0, "incsum_errors": 0, "mem_errors": 0}
-	if !maps.Equal(got, want) {
-		t.Fatalf("udpErrors = %v, want %v", got, want)
-	}
-}
-
-func TestDropsSinceKeepsWhatGrew(t *testing.T) {
-	a, b := &cluster.Node{Name: "a"}, &cluster.Node{Name: "b"}
-	before := dropCounts{a: {"replay": 2, "tap_queue": 1}, b: {"replay": 0}}
-	after := dropCounts{a: {"replay": 5, "tap_queue": 1}, b: {"replay": 1}, &cluster.Node{Name: "new"}: {"replay": 9}}
-	d := after.since(before)
-	if len(d) != 2 || !maps.Equal(d[a], map[string]uint64{"replay": 3}) || !maps.Equal(d[b], map[string]uint64{"replay": 1}) {
-		t.Fatalf("since = %v", d)
-	}
-	if got := describeDrops(d.total()); got != "replay 4" {
-		t.Fatalf("total %q", got)
 	}
 }

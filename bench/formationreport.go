@@ -243,9 +243,9 @@ func formationDetails(res *FormationResult) string {
 	}
 	if bc := res.Broadcast; bc != nil && bc.Off() != "" {
 		item("TAPs that did not see each request exactly once (copies of request 1, 2, …)", strings.Split(bc.Off(), "; "))
-		lines := []string{"all nodes: " + describeDrops(res.BroadcastDrops.total())}
+		lines := []string{"all nodes: " + cluster.DescribeDrops(res.BroadcastDrops.Total())}
 		for _, n := range bc.Missed() {
-			lines = append(lines, n.Name+": "+describeDrops(res.BroadcastDrops[n]))
+			lines = append(lines, n.Name+": "+cluster.DescribeDrops(res.BroadcastDrops[n]))
 		}
 		item("dropped while the requests spread (the daemons' drops and queues, and the kernel's UDP errors in their namespaces)", lines)
 	}

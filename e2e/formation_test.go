@@ -13,7 +13,8 @@ import (
 // started at once, every setting at its default, each knowing only the
 // first node. Their ring must become consistent — every node joined, with
 // its true successor and predecessor — and then an ARP broadcast must
-// reach every TAP exactly once and never come back to its sender. The
+// reach every TAP exactly once and never come back to its sender (a
+// second one may, when the machine dropped the first for overload). The
 // bound is generous for a loaded CI machine; `burrow bench formation`
 // measures the real figures.
 func TestFormationOfManyStartedAtOnce(t *testing.T) {
@@ -47,13 +48,28 @@ func TestFormationOfManyStartedAtOnce(t *testing.T) {
 	}
 	t.Logf("ring of %d consistent %v after the start", size, time.Since(start).Round(100*time.Millisecond))
 
-	b, err := cluster.CountARPBroadcast(ctxFor(t, time.Minute), nodes[0], nodes, absent, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !b.Exact() {
+	// A request lost to a machine too busy to keep up (a queue that
+	// overflowed, in a daemon or a kernel) is lost as on any Ethernet;
+	// the next one must then reach everyone. A request the flood lost, or
+	// delivered twice, fails at once.
+	for attempt := 1; ; attempt++ {
+		before := cluster.ReadDrops(ctxFor(t, 30*time.Second), nodes)
+		b, err := cluster.CountARPBroadcast(ctxFor(t, time.Minute), nodes[0], nodes, absent, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Exact() {
+			return
+		}
+		dropped := cluster.ReadDrops(ctxFor(t, 30*time.Second), nodes).Since(before)
 		never, once, more := b.Tally(0)
-		t.Errorf("the ARP request reached %d TAPs once, %d never and %d more than once (%s); %d copies came back to the sender",
-			once, never, more, b.Off(), b.Echoes)
+		t.Logf("the ARP request reached %d TAPs once, %d never and %d more than once (%s); %d copies came back to the sender; dropped meanwhile: %s",
+			once, never, more, b.Off(), b.Echoes, cluster.DescribeDrops(dropped.Total()))
+		for _, n := range b.Missed() {
+			t.Logf("%s dropped: %s", n.Label(), cluster.DescribeDrops(dropped[n]))
+		}
+		if more > 0 || b.Echoes > 0 || !dropped.Overloaded() || attempt == 2 {
+			t.Fatal("the broadcast did not reach every TAP exactly once")
+		}
 	}
 }

@@ -36,6 +36,10 @@ const (
 	// settingsPoll is how often every node of a small network reads the
 	// record; see settingsPollEvery.
 	settingsPoll = 30 * time.Second
+	// settingsRetry is how soon a read that found no holder of the record
+	// reachable (a network still forming, or a holder just gone) is tried
+	// again, rather than a whole period later.
+	settingsRetry = 5 * time.Second
 )
 
 // settingsPollEvery is how long a node waits between reads of the record
@@ -234,8 +238,16 @@ func (n *Node) settingsTick(now time.Time) {
 	every := settingsPollEvery(n.ov.ring.EstimateSize())
 	st.nextPoll = now.Add(every - n.ov.jitter(every))
 	n.svc.kv.Get(settingsKey, now, func(r dht.Result) {
-		if r.Status != dht.OK {
-			return // nothing set, or not reachable now: keep what was read last
+		switch r.Status {
+		case dht.OK:
+		case dht.NotFound:
+			return // nothing set
+		default:
+			// Keep what was read last, and ask again soon.
+			if retry := r.At.Add(settingsRetry + n.ov.jitter(settingsRetry)); retry.Before(st.nextPoll) {
+				st.nextPoll = retry
+			}
+			return
 		}
 		s, err := n.decodeSettings(r.Value, r.Owner, r.At)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"burrow/overlay"
 )
 
 func TestSettingsAreCheckedAndNamed(t *testing.T) {
@@ -69,5 +71,30 @@ func TestSettingsPollGrowsWithTheNetwork(t *testing.T) {
 		if got := settingsPollEvery(c.size); got != c.want {
 			t.Errorf("settingsPollEvery(%v) = %v, want %v", c.size, got, c.want)
 		}
+	}
+}
+
+// A read of the settings that no holder answers (a network still forming,
+// or holders too busy) is tried again within seconds, not a whole poll
+// period later: a change made meanwhile would wait that long.
+func TestSettingsReadThatFailedIsRetriedSoon(t *testing.T) {
+	w := newOverlayNet(t, 4, 47, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	lone := w.nodes[0]
+	w.stalled = map[*testNode]bool{} // linked still, but answering nothing
+	for _, n := range w.nodes[1:] {
+		w.stalled[n] = true
+	}
+	lone.node.settings.nextPoll = w.now
+	retries := 0
+	for range int(settingsPoll / (100 * time.Millisecond)) {
+		before := lone.node.settings.nextPoll
+		w.advance(100*time.Millisecond, 100*time.Millisecond)
+		if lone.node.settings.nextPoll.Before(before) {
+			retries++
+		}
+	}
+	if retries < 2 {
+		t.Fatalf("with every holder gone, a node retried reading the settings %d times in %v, want at least 2", retries, settingsPoll)
 	}
 }

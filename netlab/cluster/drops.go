@@ -1,4 +1,4 @@
-package bench
+package cluster
 
 import (
 	"bufio"
@@ -10,22 +10,20 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-
-	"burrow/netlab/cluster"
 )
 
-// dropCounts are, per node, the frames and datagrams its daemon dropped by
+// DropCounts are, per node, the frames and datagrams its daemon dropped by
 // reason (its status' drops and queues) and what its namespace's kernel
 // dropped on UDP receive. Read before and after the broadcast check, they
 // tell a request lost to an overloaded machine from one the flood lost.
-type dropCounts map[*cluster.Node]map[string]uint64
+type DropCounts map[*Node]map[string]uint64
 
-// readDrops reads every node's counters, StatusReaders at a time; a node
+// ReadDrops reads every node's counters, StatusReaders at a time; a node
 // that does not answer is left out.
-func readDrops(ctx context.Context, nodes []*cluster.Node) dropCounts {
-	out := make(dropCounts, len(nodes))
+func ReadDrops(ctx context.Context, nodes []*Node) DropCounts {
+	out := make(DropCounts, len(nodes))
 	var mu sync.Mutex
-	cluster.EachNode(nodes, func(_ int, n *cluster.Node) {
+	EachNode(nodes, func(_ int, n *Node) {
 		if c := nodeDrops(ctx, n); c != nil {
 			mu.Lock()
 			out[n] = c
@@ -35,7 +33,7 @@ func readDrops(ctx context.Context, nodes []*cluster.Node) dropCounts {
 	return out
 }
 
-func nodeDrops(ctx context.Context, n *cluster.Node) map[string]uint64 {
+func nodeDrops(ctx context.Context, n *Node) map[string]uint64 {
 	st, err := n.Status()
 	if err != nil {
 		return nil
@@ -80,10 +78,10 @@ func udpErrors(snmp []byte) map[string]uint64 {
 	return out
 }
 
-// since is what each node dropped from before to d, its non-zero reasons
+// Since is what each node dropped from before to d, its non-zero reasons
 // only.
-func (d dropCounts) since(before dropCounts) dropCounts {
-	out := dropCounts{}
+func (d DropCounts) Since(before DropCounts) DropCounts {
+	out := DropCounts{}
 	for n, now := range d {
 		for reason, v := range now {
 			if delta := v - before[n][reason]; before[n] != nil && v > before[n][reason] {
@@ -97,8 +95,19 @@ func (d dropCounts) since(before dropCounts) dropCounts {
 	return out
 }
 
-// total sums the counts of every node, by reason.
-func (d dropCounts) total() map[string]uint64 {
+// overloadReasons are the drops of a machine too busy to keep up: queues
+// that overflowed in the daemon or the kernel. A broadcast lost to them is
+// lost as on any Ethernet under load, not by the flood.
+var overloadReasons = []string{"tap_queue", "receive_queue", "kernel_udp_rcvbuf_errors", "kernel_udp_mem_errors", "kernel_udp_in_errors"}
+
+// Overloaded reports whether any node dropped for overload.
+func (d DropCounts) Overloaded() bool {
+	total := d.Total()
+	return slices.ContainsFunc(overloadReasons, func(r string) bool { return total[r] > 0 })
+}
+
+// Total sums the counts of every node, by reason.
+func (d DropCounts) Total() map[string]uint64 {
 	out := map[string]uint64{}
 	for _, c := range d {
 		for reason, v := range c {
@@ -108,8 +117,8 @@ func (d dropCounts) total() map[string]uint64 {
 	return out
 }
 
-// describeDrops writes counts as "reason N, …", reasons in order.
-func describeDrops(c map[string]uint64) string {
+// DescribeDrops writes counts as "reason N, …", reasons in order.
+func DescribeDrops(c map[string]uint64) string {
 	if len(c) == 0 {
 		return "none"
 	}
