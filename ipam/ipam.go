@@ -23,7 +23,10 @@
 // through the range. A returning client, on any node, therefore tries its
 // old address first. A record already holding the client's MAC is reused,
 // even when another node wrote it (the client moved): it is honoured for
-// what remains of it, and taken over once it lapses.
+// what remains of it, and taken over once it lapses — or at once, when
+// the member that holds it lets it go (LetGo, TakeOver): the node that
+// acknowledged it tells the holder (Config.OnMoved), which checks that the
+// client left its own TAP.
 //
 // Answers are complete Ethernet/IPv4/UDP frames following RFC 2131 section
 // 4.1: NAKs broadcast, replies to a client with an address unicast to it,
@@ -52,6 +55,7 @@ import (
 	"burrow/dht"
 	"burrow/l2"
 	"burrow/l2/udp4"
+	"burrow/nid"
 )
 
 // Config is the namespace's DHCP configuration, the same on every node,
@@ -80,6 +84,9 @@ type Config struct {
 	// OnLease, if set, is told about every lease acknowledged, new or
 	// renewed (to register the host name in DNS, say).
 	OnLease func(Lease)
+	// OnMoved, if set, is told about every lease acknowledged on a record
+	// another member holds: the client moved here from that member's TAP.
+	OnMoved func(l Lease, holder nid.ID)
 }
 
 // Defaults.
@@ -510,7 +517,12 @@ func (s *Server) request(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 				s.finish(c, dhcpv4.MessageTypeNak, netip.Addr{}, 0)
 			}
 		case dht.Denied:
-			s.kv.Get(key, res.At, func(res dht.Result) { s.confirmForeign(c, ip, res) })
+			s.kv.Get(key, res.At, func(res dht.Result) {
+				if res.Status == dht.OK {
+					res.Status = dht.Exists // another member's record
+				}
+				s.confirmForeign(c, ip, res)
+			})
 		case dht.NotFound:
 			s.kv.PutIfAbsent(key, c.value(), s.leaseTTL(), res.At, func(res dht.Result) { s.confirmForeign(c, ip, res) })
 		default:
@@ -519,12 +531,16 @@ func (s *Server) request(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 	})
 }
 
-// confirmForeign acknowledges ip if the record found (or just written)
-// belongs to the client, and refuses it otherwise.
+// confirmForeign acknowledges ip if the record just written, or another
+// member's record (Exists), belongs to the client, and refuses it
+// otherwise.
 func (s *Server) confirmForeign(c *client, ip netip.Addr, res dht.Result) {
 	switch {
 	case (res.Status == dht.OK || res.Status == dht.Exists) && sameClient(res.Value, c.mac):
 		s.finish(c, dhcpv4.MessageTypeAck, ip, s.leaseFor(res))
+		if res.Status == dht.Exists && s.cfg.OnMoved != nil {
+			s.cfg.OnMoved(s.leases[c.mac], res.Owner)
+		}
 	case res.Status == dht.Exists || res.Status == dht.OK || res.Status == dht.NotFound:
 		s.finish(c, dhcpv4.MessageTypeNak, netip.Addr{}, 0)
 	default:
@@ -547,6 +563,41 @@ func (s *Server) release(mac l2.MAC, req *dhcpv4.DHCPv4, now time.Time) {
 	s.withClientRecord(c, mac, ip, now, func(key string, at time.Time) {
 		s.kv.Delete(key, at, func(dht.Result) { c.busy = false })
 	})
+}
+
+// LetGo gives up this node's lease of ip to mac, whose client left this
+// TAP for another member's: it deletes the record, if it is this node's
+// and the client's, and forgets the lease. done gets the deletion's
+// outcome, NotFound when there was nothing to let go.
+func (s *Server) LetGo(ip netip.Addr, mac l2.MAC, now time.Time, done func(dht.Status)) {
+	key := s.Key(ip)
+	s.kv.Get(key, now, func(res dht.Result) {
+		if res.Status != dht.OK || !sameClient(res.Value, mac) {
+			done(dht.NotFound)
+			return
+		}
+		s.kv.Delete(key, res.At, func(res dht.Result) {
+			if res.Status == dht.OK {
+				if l, ok := s.leases[mac]; ok && l.IP == ip {
+					delete(s.leases, mac)
+				}
+			}
+			done(res.Status)
+		})
+	})
+}
+
+// TakeOver writes the record of a lease this server acknowledged on
+// another member's record, once that member let it go: the lease is then
+// this node's, renewed here as any other.
+func (s *Server) TakeOver(ip netip.Addr, mac l2.MAC, now time.Time, done func(dht.Status)) {
+	l, ok := s.leases[mac]
+	if !ok || l.IP != ip || !now.Before(l.Expires) {
+		done(dht.NotFound)
+		return
+	}
+	c := &client{mac: mac, host: l.Hostname}
+	s.kv.PutIfAbsent(s.Key(ip), c.value(), s.leaseTTL(), now, func(res dht.Result) { done(res.Status) })
 }
 
 // withClientRecord reads ip's lease record and, if it is the client's,

@@ -404,6 +404,60 @@ func TestReturningClientGetsItsAddressBack(t *testing.T) {
 	}
 }
 
+// A client that moved is acknowledged on the record the first node holds,
+// and that node is named; once it lets the lease go, the new node takes
+// it over and renews it as its own, with a whole lease. Letting go of
+// another client's lease deletes nothing.
+func TestAMovedClientsLeaseIsHandedOver(t *testing.T) {
+	cfg := baseConfig()
+	type moved struct {
+		lease  Lease
+		holder nid.ID
+	}
+	var told []moved
+	cfg.OnMoved = func(l Lease, holder nid.ID) { told = append(told, moved{l, holder}) }
+	r := newRig(t, 11, 2, cfg)
+	c := r.addClient(3, 0)
+	r.bindAll()
+	ip := c.ip
+	if len(told) != 0 {
+		t.Fatalf("a client that never moved was reported moved: %v", told)
+	}
+	c.server, c.state = 1, "init"
+	r.discover(c, ip)
+	r.run(5*time.Second, true)
+	if c.state != "bound" || c.ip != ip || len(told) != 1 || told[0].lease.IP != ip || told[0].lease.MAC != c.mac || told[0].holder != (nid.ID{1}) {
+		t.Fatalf("after moving: %s %v, told %v; want bound to %v and node 1 named", c.state, c.ip, told, ip)
+	}
+
+	status := func(op func(done func(dht.Status))) dht.Status {
+		st := dht.Status(255)
+		op(func(s dht.Status) { st = s })
+		r.run(time.Second, false)
+		return st
+	}
+	if st := status(func(done func(dht.Status)) { r.servers[0].LetGo(ip, l2.MAC{9}, r.now, done) }); st != dht.NotFound {
+		t.Fatalf("letting go of %v for another client: %v, want not-found", ip, st)
+	}
+	if st := status(func(done func(dht.Status)) { r.servers[1].TakeOver(ip, c.mac, r.now, done) }); st != dht.Exists {
+		t.Fatalf("taking over a lease still held: %v, want exists", st)
+	}
+	if st := status(func(done func(dht.Status)) { r.servers[0].LetGo(ip, c.mac, r.now, done) }); st != dht.OK {
+		t.Fatalf("letting go: %v", st)
+	}
+	if len(r.servers[0].Leases(r.now)) != 0 {
+		t.Fatalf("node 1 still lists %v", r.servers[0].Leases(r.now))
+	}
+	if st := status(func(done func(dht.Status)) { r.servers[1].TakeOver(ip, c.mac, r.now, done) }); st != dht.OK {
+		t.Fatalf("taking over: %v", st)
+	}
+	r.renew(c)
+	r.run(5*time.Second, true)
+	if c.ip != ip || c.lease != cfg.LeaseTime || len(told) != 1 {
+		t.Fatalf("renewed at node 2: %v for %v, told %d times; want %v for a whole lease, told once", c.ip, c.lease, len(told), ip)
+	}
+}
+
 func TestRequestForAnotherClientsAddressIsNAKed(t *testing.T) {
 	r := newRig(t, 5, 1, baseConfig())
 	a, b := r.addClient(1, 0), r.addClient(2, 0)

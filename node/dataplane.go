@@ -102,8 +102,24 @@ func (w *Worker) flow(s *snapshot, key flowKey) *recentFlow {
 	if !ok {
 		return nil
 	}
-	*f = recentFlow{snap: s, key: key, route: r, origin: s.macs[key.src].root}
+	*f = recentFlow{snap: s, key: key, route: r, origin: s.unnamedSource(key)}
 	return f
+}
+
+// unnamedSource is the bridge a frame of the flow comes from when it does
+// not name one: the bridge its source was learned behind, when learned
+// through the port it came in on (the TAP's frames are this node's), else
+// that port's peer. Bridges that pass on others' frames name their
+// source, so a member that sends frames with a MAC learned behind another
+// bridge, over a link of its own, is judged as itself.
+func (s *snapshot) unnamedSource(key flowKey) nid.ID {
+	if m, ok := s.macs[key.src]; ok && m.port == key.in {
+		return m.root
+	}
+	if p := s.ports[key.in]; p != nil && key.in != localPort {
+		return p.peer
+	}
+	return nid.ID{}
 }
 
 // judge is s.judge for a frame of the flow, judged once per source
@@ -426,7 +442,7 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	}
 	switch wire.Inner(plain[0]) {
 	case wire.InnerFrame:
-		d.switchFrame(w, s, in, plain, plain, now)
+		d.switchFrame(w, s, in, plain, plain, nid.ID{}, now)
 	case wire.InnerRouted, wire.InnerRoutedOnward:
 		d.route(w, s, in, plain, now)
 	case wire.InnerFlood:
@@ -464,7 +480,7 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 // switchFrame forwards a unicast frame plaintext that arrived over link in,
 // inside received (the routed frame around it, or itself), which goes to
 // the core when the data path cannot finish the frame.
-func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, received []byte, now int64) {
+func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, received []byte, routedFrom nid.ID, now int64) {
 	f, err := wire.ParseFrame(plain)
 	if err != nil {
 		d.stats.drop(DropMalformed)
@@ -475,11 +491,15 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	key.in = in.link.Port
 	copy(key.dst[:], frame[0:6])
 	copy(key.src[:], frame[6:12])
+	named := nid.ID(f.Source)
+	if routedFrom != (nid.ID{}) {
+		named = routedFrom
+	}
 	known := w.flow(s, key)
-	if known == nil || f.Source != (nid.ID{}) {
-		// A miss, or a flow's first frame, which names its source's
-		// bridge: every core on the path learns from it where the source
-		// lives now, even if it moved.
+	if known == nil || named != (nid.ID{}) && named != known.origin {
+		// A miss, or a frame naming another source bridge than the flow's
+		// (its source moved, or a member sends as another's host): the
+		// core learns from it where the source lives now, and judges it.
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
@@ -499,14 +519,20 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
+	// Passed on, a frame names its source's bridge, in the routed header or
+	// in its own: the next bridge cannot tell it from this one's otherwise.
 	buf := w.Tx.next()
-	if !fits(buf, framePlain, plain) {
+	start, source, size := framePlain, nid.ID{}, wire.FrameHeaderLen+len(frame)
+	if !h.routed {
+		start, source, size = framePlain-wire.SourceLen, known.origin, size+wire.SourceLen
+	}
+	if len(buf)-start-size < txTailroom {
 		d.stats.drop(DropMalformed)
 		return
 	}
-	n := copy(buf[framePlain:], plain)
-	at := putRouted(buf, framePlain, h, wire.Routed{Dest: r.root, Source: known.origin})
-	d.sealData(w, s, h.port, buf, at-wire.TransportHeaderLen, buf[at:framePlain+n], now)
+	b := wire.AppendFrame(buf[start:start], f.Offload, source, frame)
+	at := putRouted(buf, start, h, wire.Routed{Dest: r.root, Source: known.origin})
+	d.sealData(w, s, h.port, buf, at-wire.TransportHeaderLen, buf[at:start+len(b)], now)
 }
 
 // admits decides whether a frame from a host behind bridge origin may go
@@ -535,7 +561,7 @@ func (d *Dataplane) route(w *Worker, s *snapshot, in *port, plain []byte, now in
 		return
 	}
 	if nid.ID(r.Dest) == s.self {
-		d.switchFrame(w, s, in, inner, plain, now)
+		d.switchFrame(w, s, in, inner, plain, r.Source, now)
 		return
 	}
 	h := s.toward(nid.ID(r.Dest), nil, now, r.Onward)

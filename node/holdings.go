@@ -36,6 +36,11 @@ const (
 	// unheldFor is how often an address no one holds is looked up again:
 	// a lease written since is found this soon.
 	unheldFor = 10 * time.Second
+	// recheckDroppedAfter: while a holder's answer drops a member's
+	// frames, it is looked up again this often, so that a lease that moved
+	// to that member with its client (see leasemove.go) is found within
+	// seconds rather than at the next refresh.
+	recheckDroppedAfter = 5 * time.Second
 	// maxHoldings bounds the addresses and subnets the node keeps holders
 	// of, and maxAsking the lookups under way.
 	maxHoldings = 4096
@@ -51,6 +56,8 @@ type holding struct {
 	holder nid.ID
 	client l2.MAC    // a lease's client: bound to the holder like a TAP MAC
 	until  time.Time // when to look it up again
+	// checked is when the answer was read.
+	checked time.Time
 	// unheldSince is when the node first found no one holding it.
 	unheldSince time.Time
 }
@@ -69,6 +76,8 @@ type holdingsState struct {
 	asking map[string]nid.ID
 	// logged is when the log last said why a member's frames are dropped.
 	logged map[dropLogKey]time.Time
+	// clientLeases are the addresses of the leases kept, by client MAC.
+	clientLeases map[l2.MAC]netip.Addr
 }
 
 type dropLogKey struct {
@@ -99,10 +108,12 @@ func (n *Node) publishHoldings(s *snapshot) {
 	s.dhcpRange, s.subnetRanges = n.heldSpace()
 	s.leaseHolders = make(map[netip.Addr]holding, len(h.leases))
 	s.clientMACs = make(map[l2.MAC]nid.ID)
+	clear(h.clientLeases)
 	for a, l := range h.leases {
 		s.leaseHolders[a] = l
 		if l.client != (l2.MAC{}) && l.holder != (nid.ID{}) {
 			s.clientMACs[l.client] = l.holder
+			h.clientLeases[l.client] = a
 		}
 	}
 	s.subnetHolders = make(map[netip.Prefix]holding, len(h.subnets))
@@ -120,8 +131,39 @@ func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
 		n.lookUpHolder(src, origin, now)
 	case spoofed, unheld:
 		n.logDrop(v, src, origin, now)
+		n.recheckDropped(frame, src, origin, now)
 	}
 	return v
+}
+
+// recheckDropped looks up again the holder whose answer has a frame from
+// origin dropped, when that answer is older than recheckDroppedAfter. The
+// frame's source address decides, or, when its MAC gave it away, the
+// address of the lease whose client that MAC is.
+func (n *Node) recheckDropped(frame []byte, src netip.Addr, origin nid.ID, now time.Time) {
+	h := &n.svc.holdings
+	if a, ok := h.clientLeases[l2.MAC(frame[6:12])]; ok {
+		src = a
+	}
+	if !src.IsValid() {
+		return
+	}
+	if kept, ok := h.leases[src]; ok {
+		if now.Sub(kept.checked) >= recheckDroppedAfter {
+			n.askHolder(src, netip.Prefix{}, origin, now)
+		}
+		return
+	}
+	for _, r := range n.snap.Load().subnetRanges {
+		if !r.prefix.Contains(src) {
+			continue
+		}
+		p := netip.PrefixFrom(src, r.bits).Masked()
+		if kept, ok := h.subnets[p]; ok && now.Sub(kept.checked) >= recheckDroppedAfter {
+			n.askHolder(src, p, origin, now)
+		}
+		return
+	}
 }
 
 // lookUpHolder asks the DHT who holds a, which a frame from bridge origin
@@ -164,7 +206,7 @@ func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now t
 		var held holding
 		switch r.Status {
 		case dht.OK:
-			held = holding{holder: r.Owner, until: r.At.Add(heldFor)}
+			held = holding{holder: r.Owner, until: r.At.Add(heldFor), checked: r.At}
 			if r.Expires.Before(held.until) {
 				held.until = r.Expires
 			}
@@ -172,7 +214,7 @@ func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now t
 				held.client, _ = ipam.LeaseClient(r.Value)
 			}
 		case dht.NotFound:
-			held = holding{until: r.At.Add(unheldFor), unheldSince: r.At}
+			held = holding{until: r.At.Add(unheldFor), unheldSince: r.At, checked: r.At}
 			if ok && before.holder == (nid.ID{}) {
 				held.unheldSince = before.unheldSince
 			}

@@ -189,3 +189,39 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 		t.Errorf("judging a frame allocates %v times", allocs)
 	}
 }
+
+// TestFramesPassedOnByABridgeAreJudgedAsTheirSender: once v's leased
+// client talks to n, m sends frames as that client over its link to v
+// toward n, without naming a source. v passes them on naming m, so n
+// judges them as m's and drops them all, rather than taking them for the
+// client's own, which come from v too.
+func TestFramesPassedOnByABridgeAreJudgedAsTheirSender(t *testing.T) {
+	w, v, m, n, _ := holdersNet(t)
+	nIP := netip.MustParseAddr("10.9.0.3")
+	leased, client := netip.MustParseAddr("10.9.0.150"), l2.MAC{2, 0xc1, 0, 0, 0, 9}
+	v.lease(t, leased, client)
+	n.fromTAP(ethFrame(l2.Broadcast, n.mac, "n is here"))
+	w.advance(200*time.Millisecond, 100*time.Millisecond)
+	for range 3 {
+		v.fromTAP(tcpFrame(n.mac, client, leased, nIP, 40000, 22, "the client"))
+		w.advance(200*time.Millisecond, 100*time.Millisecond)
+	}
+	if got := n.countTAP("the client"); got != 3 {
+		t.Fatalf("n's TAP got %d of the client's 3 segments", got)
+	}
+	toV := m.node.Links().Links()[v.node.Self()]
+	if toV == nil {
+		t.Fatal("m has no link to v")
+	}
+	spoofed := n.node.Stats().Drops()["spoofed"]
+	for range 5 {
+		m.node.Links().Send(toV, wire.AppendFrame(nil, l2.Offload{}, [16]byte{}, tcpFrame(n.mac, client, leased, nIP, 40000, 22, "m as the client")), w.now)
+		w.advance(200*time.Millisecond, 100*time.Millisecond)
+	}
+	if got := n.countTAP("m as the client"); got != 0 {
+		t.Errorf("n's TAP got %d of the 5 segments m sent as the client through v", got)
+	}
+	if got := n.node.Stats().Drops()["spoofed"] - spoofed; got == 0 {
+		t.Errorf("n counted none of m's segments as spoofed")
+	}
+}

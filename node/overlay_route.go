@@ -191,6 +191,10 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		n.answerTopology(m, now)
 	case overlay.TopologyReply:
 		n.takeTopology(m, now)
+	case overlay.LeaseMoved:
+		n.checkMoved(m, now)
+	case overlay.LeaseReleased:
+		n.takeOverLease(m, now)
 	case overlay.Ping:
 		n.answerPing(m, now)
 	case overlay.Pong:

@@ -66,6 +66,7 @@ type servicesState struct {
 	dns      *vdns.Resolver
 	claimers []*warrens.Claimer
 	holdings holdingsState
+	moves    leaseMovesState
 	arp      map[netip.Addr]arpEntry
 	// registered remembers local addresses published in the DHT and when.
 	registered map[netip.Addr]time.Time
@@ -154,7 +155,8 @@ func (n *Node) initServices(now time.Time) error {
 	s.kv = kv
 	s.arp = make(map[netip.Addr]arpEntry)
 	s.holdings = holdingsState{leases: make(map[netip.Addr]holding), subnets: make(map[netip.Prefix]holding),
-		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time)}
+		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time), clientLeases: make(map[l2.MAC]netip.Addr)}
+	s.moves = leaseMovesState{checks: make(map[netip.Addr]*moveCheck), told: make(map[netip.Addr]time.Time)}
 	s.registered = make(map[netip.Addr]time.Time)
 	if c.DNS != nil {
 		forward := c.ForwardDNS
@@ -168,6 +170,7 @@ func (n *Node) initServices(now time.Time) error {
 	if c.DHCP != nil {
 		cfg := *c.DHCP
 		cfg.OnLease = func(l ipam.Lease) { n.leased(l) }
+		cfg.OnMoved = n.clientMoved
 		if s.dhcp, err = ipam.NewServer(cfg, kv, n.serviceFrame, n.log); err != nil {
 			return err
 		}
@@ -288,6 +291,9 @@ func (n *Node) snoopNeighbors(frame []byte, from uint32, now time.Time) {
 			return
 		}
 		ip, e = a.SenderIP, arpEntry{mac: a.SenderMAC}
+		if from == localPort {
+			n.heardLocally(ip, e.mac)
+		}
 	case l2.EtherTypeIPv6:
 		nd, err := l2.ParseND(frame)
 		if err != nil {
@@ -461,6 +467,9 @@ func (n *Node) servicesTick(now time.Time) {
 	n.groupsTick(now)
 	if s.started {
 		n.settingsTick(now)
+	}
+	if s.dhcp != nil {
+		n.probeMoved(now)
 	}
 	for ip, e := range s.arp {
 		if now.After(e.expires) {

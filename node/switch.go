@@ -64,7 +64,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
 	if in != localPort && !src.IsMulticast() && source == (nid.ID{}) {
-		source, _ = n.learn.RootOf(src)
+		source = n.snap.Load().unnamedSource(flowKey{in: in, src: src})
 	}
 	if in != localPort && !n.stats.bound(n.judge(frame, source, now)) {
 		return // nothing is learned from it either: not where src lives, not its ARP
@@ -341,7 +341,8 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 	}
 	src := l2.MAC(m.Frame[6:12])
 	s := n.snap.Load()
-	if v, _ := s.judge(m.Frame, s.floodSource(m)); v == spoofed || v == unheld {
+	if v, a := s.judge(m.Frame, s.floodSource(m)); v == spoofed || v == unheld {
+		n.recheckDropped(m.Frame, a, s.floodSource(m), now)
 		return // the data path refused and counted it; nothing to learn
 	}
 	if m.Kind == flood.Broadcast && !src.IsMulticast() {

@@ -71,15 +71,22 @@ const (
 	Ping
 	// Pong answers Ping.
 	Pong
+	// LeaseMoved tells the member Dest that a DHCP client whose lease it
+	// holds moved to the sender's TAP; its Payload is the address (4
+	// bytes) and the client's MAC (6 bytes).
+	LeaseMoved
+	// LeaseReleased answers LeaseMoved: the holder found its client gone
+	// and let the lease go, so the sender may take it over. Same Payload.
+	LeaseReleased
 	maxType
 )
 
-var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave", "topology", "topology-reply", "data", "ping", "pong"}
+var typeNames = [...]string{"", "find-successor", "successors", "link-request", "link-reply", "stabilize", "notify", "link-use", "leave", "topology", "topology-reply", "data", "ping", "pong", "lease-moved", "lease-released"}
 
 // IsReply reports whether t answers a request; replies find their way back
 // to the request's origin through its Via node.
 func (t Type) IsReply() bool {
-	return t == Successors || t == LinkReply || t == TopologyReply || t == Pong
+	return t == Successors || t == LinkReply || t == TopologyReply || t == Pong || t == LeaseReleased
 }
 
 func (t Type) String() string {
@@ -131,7 +138,7 @@ type Message struct {
 	Own       bool
 	Name      string     // TopologyReply: the sender's certificate name
 	Neighbors []Neighbor // TopologyReply: the sender's links
-	Payload   []byte     // Data
+	Payload   []byte     // Data, LeaseMoved, LeaseReleased
 }
 
 // Neighbor is one link in a TopologyReply.
@@ -238,7 +245,7 @@ func (m *Message) Append(dst []byte) []byte {
 			dst = append(dst, nb.ID[:]...)
 			dst = append(dst, byte(nb.Reasons), nb.Path)
 		}
-	case Data:
+	case Data, LeaseMoved, LeaseReleased:
 		p := m.Payload[:min(len(m.Payload), MaxPayload)]
 		dst = binary.BigEndian.AppendUint16(dst, uint16(len(p)))
 		dst = append(dst, p...)
@@ -344,7 +351,7 @@ func Parse(b []byte) (Message, error) {
 			}
 			m.Neighbors = append(m.Neighbors, Neighbor{ID: nid.ID(id), Reasons: Reason(tail[0]), Path: tail[1]})
 		}
-	case Data:
+	case Data, LeaseMoved, LeaseReleased:
 		size := r.take(2)
 		if r.err != nil {
 			break
