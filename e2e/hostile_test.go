@@ -304,13 +304,18 @@ func TestBeaconKeepsServingUnderAFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("flood of %d datagrams; c1-c2 pings through the beacon: %d/%d; beacon refused: rate_limited=%d malformed=%d unknown_session=%d, handshakes rate limited %d",
-		sent.Load(), r.Received, r.Transmitted, st.Drops["rate_limited"], st.Drops["malformed"], st.Drops["unknown_session"], st.Handshakes.RateLimited)
+	t.Logf("flood of %d datagrams; c1-c2 pings through the beacon: %d/%d; beacon refused: rate_limited=%d malformed=%d unknown_session=%d, handshakes rate limited %d, answered with a cookie %d",
+		sent.Load(), r.Received, r.Transmitted, st.Drops["rate_limited"], st.Drops["malformed"], st.Drops["unknown_session"], st.Handshakes.RateLimited, st.Handshakes.Cookies)
 	if r.Received < 90 {
 		t.Errorf("only %d of 100 relayed pings arrived during the flood", r.Received)
 	}
 	if st.Drops["rate_limited"] == 0 || st.Handshakes.RateLimited == 0 {
 		t.Error("the flood was not rate limited")
+	}
+	// Past the limits the beacon answers with cookies, not with its
+	// Diffie-Hellman work.
+	if st.Handshakes.Cookies == 0 {
+		t.Error("the beacon answered no initiation of the flood with a cookie")
 	}
 }
 

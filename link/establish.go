@@ -28,6 +28,8 @@ type pending struct {
 	// fallback: the handshake tries the worse direct paths of rekeyOf,
 	// whose direct IPv6 path went quiet (see Link.fallbackCandidates).
 	fallback bool
+	// initMsg is the initiation, kept to send again with a cookie.
+	initMsg []byte
 }
 
 // startHandshake sends a first handshake message to every endpoint; the
@@ -44,7 +46,7 @@ func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time
 		return nil, err
 	}
 	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, retryAt: now.Add(retry),
-		expires: now.Add(max(retry, lateAnswers)), initiator: ini}
+		expires: now.Add(max(retry, lateAnswers)), initiator: ini, initMsg: msg}
 	m.pending[p.localIndex] = p
 	m.stats.HandshakesStarted.Add(1)
 	for _, ep := range endpoints {
@@ -80,6 +82,8 @@ func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time)
 		m.handleReply(from, h, body, now)
 	case wire.TypeHandshakeFinish:
 		m.handleFinish(from, h, body, now)
+	case wire.TypeHandshakeCookie:
+		m.handleCookie(from, h, body)
 	}
 }
 
@@ -88,9 +92,18 @@ func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte,
 		m.stats.HandshakeTooShort.Add(1)
 		return
 	}
+	body, cookie := splitCookie(body)
 	if !m.limiter.Allow(rateKey(from), now) {
-		m.stats.HandshakeRateLimited.Add(1)
-		return
+		// Past the limits an initiation is answered with a cookie, which
+		// costs a hash and is shorter than the initiation; only one that
+		// comes back with it, from an address that receives, is taken
+		// on, within the limit for proven addresses.
+		if cookie == nil || !m.cookies.valid(cookie, from, now) || !m.provenLimiter.Allow(rateKey(from), now) {
+			m.stats.HandshakeRateLimited.Add(1)
+			m.stats.CookiesSent.Add(1)
+			m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeCookie, Receiver: h.Sender}, m.cookies.make(from, now))
+			return
+		}
 	}
 	if len(m.pending) >= maxPending {
 		m.expirePending(now)
@@ -108,6 +121,27 @@ func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte,
 		retryAt: now.Add(responderTimeout), expires: now.Add(responderTimeout), responder: r}
 	m.pending[p.localIndex] = p
 	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeReply, Sender: p.localIndex, Receiver: h.Sender}, reply)
+}
+
+// handleCookie sends the initiation a busy peer answered with a cookie
+// again, with the cookie: the peer then takes it on. A cookie is taken
+// only from where the initiation went: from anywhere else, a forged one
+// would have this node send its initiation to an address of the forger's
+// choosing.
+func (m *Manager) handleCookie(from Endpoint, h wire.HandshakeHeader, cookie []byte) {
+	p := m.pending[h.Receiver]
+	if p == nil || p.initiator == nil || len(cookie) != CookieLen || !p.sentTo(from) {
+		m.stats.HandshakeUnknownIndex.Add(1)
+		return
+	}
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, append(p.initMsg[:len(p.initMsg):len(p.initMsg)], cookie...))
+}
+
+// sentTo reports whether the initiation went to from's address.
+func (p *pending) sentTo(from Endpoint) bool {
+	return slices.ContainsFunc(p.endpoints, func(e Endpoint) bool {
+		return e.Via == from.Via && e.Addr == from.Addr && e.Relay == from.Relay
+	})
 }
 
 func (m *Manager) handleReply(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {

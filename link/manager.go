@@ -2,6 +2,7 @@ package link
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -45,7 +46,10 @@ type Stats struct {
 	HandshakeRateLimited                   atomic.Uint64
 	// HandshakeTooShort counts initiations too short to answer: the
 	// answer would be more than MaxAmplification times as long.
-	HandshakeTooShort     atomic.Uint64
+	HandshakeTooShort atomic.Uint64
+	// CookiesSent counts initiations answered with a cookie: past the
+	// rate limits, before any Diffie-Hellman.
+	CookiesSent           atomic.Uint64
 	HandshakeUnknownIndex atomic.Uint64
 	Malformed             atomic.Uint64
 }
@@ -64,8 +68,12 @@ type Manager struct {
 	pending  map[uint32]*pending
 	dials    []*Dial
 	limiter  *ratelimit.Limiter
-	stats    Stats
-	buf      []byte
+	// provenLimiter bounds the initiations that came back with a cookie:
+	// per address, and not counted against the total.
+	provenLimiter *ratelimit.Limiter
+	cookies       cookieJar
+	stats         Stats
+	buf           []byte
 	// byID holds the links of the links map sorted by peer ID: ticks
 	// visit them in a fixed order without sorting the keys each time.
 	byID    []*Link
@@ -97,16 +105,18 @@ func NewManager(cfg Config, events Events) *Manager {
 		cfg.HandshakesTotal = 500
 	}
 	return &Manager{
-		cfg:      cfg,
-		timers:   cfg.Timers.withDefaults(),
-		events:   events,
-		self:     nid.FromPublicKey(cfg.Handshake.Public),
-		links:    make(map[nid.ID]*Link),
-		byPort:   make(map[uint32]*Link),
-		sessions: make(map[uint32]*Session),
-		pending:  make(map[uint32]*pending),
-		limiter:  ratelimit.New(cfg.HandshakesPerSource, cfg.HandshakesTotal, 4096),
-		buf:      make([]byte, 0, 2048),
+		cfg:           cfg,
+		timers:        cfg.Timers.withDefaults(),
+		events:        events,
+		self:          nid.FromPublicKey(cfg.Handshake.Public),
+		links:         make(map[nid.ID]*Link),
+		byPort:        make(map[uint32]*Link),
+		sessions:      make(map[uint32]*Session),
+		pending:       make(map[uint32]*pending),
+		limiter:       ratelimit.New(cfg.HandshakesPerSource, cfg.HandshakesTotal, 4096),
+		provenLimiter: ratelimit.New(cfg.HandshakesPerSource, math.MaxFloat64/4, 4096),
+		cookies:       cookieJar{rand: cfg.Handshake.Rand},
+		buf:           make([]byte, 0, 2048),
 	}
 }
 

@@ -2,6 +2,7 @@ package link
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"math/rand/v2"
 	"net/netip"
@@ -346,12 +347,79 @@ func TestHandshakeFloodIsRateLimited(t *testing.T) {
 	for i := 0; i < 1000; i++ {
 		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
 	}
-	answered := len(b.outbox)
+	answered, cookies := 0, 0
+	for _, d := range b.outbox {
+		switch wire.Type(d.b[0]) {
+		case wire.TypeHandshakeReply:
+			answered++
+		case wire.TypeHandshakeCookie:
+			cookies++
+			if len(d.b) >= len(init) {
+				t.Fatalf("a cookie of %d bytes answers an initiation of %d", len(d.b), len(init))
+			}
+		}
+	}
 	if answered > 2*int(b.m.cfg.HandshakesPerSource) {
 		t.Fatalf("answered %d initiations from one source in one instant", answered)
 	}
-	if b.m.Stats().HandshakeRateLimited.Load() == 0 {
-		t.Fatal("rate limiting not counted")
+	if b.m.Stats().HandshakeRateLimited.Load() == 0 || cookies == 0 {
+		t.Fatalf("rate limiting not counted, or no cookies (%d) sent past it", cookies)
+	}
+}
+
+// TestUnderAFloodAnInitiatorThatReceivesGetsThrough: past the rate limits
+// a node answers initiations with cookies instead of doing their
+// Diffie-Hellman; a real initiator sends its initiation again with the
+// cookie and the handshake completes, while one that sends a wrong cookie
+// still gets none of that work.
+func TestUnderAFloodAnInitiatorThatReceivesGetsThrough(t *testing.T) {
+	w, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	_, flood, err := StartHandshake(&a.m.cfg.Handshake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	init := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 7}, flood)
+	for range 1000 {
+		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
+	}
+	b.outbox = nil
+	forged := append(slices.Clone(init), make([]byte, CookieLen)...)
+	b.m.HandleHandshake(UDPEndpoint(a.addr), forged, now)
+	if len(b.outbox) != 1 || wire.Type(b.outbox[0].b[0]) != wire.TypeHandshakeCookie {
+		t.Fatalf("an initiation with a wrong cookie got %d answers, want one cookie", len(b.outbox))
+	}
+	b.outbox = nil
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
+	a.m.Tick(now)
+	w.run(now)
+	if len(a.ups) != 1 || len(b.ups) != 1 {
+		t.Fatalf("ups: a=%v b=%v; the initiator that came back with its cookie must link", a.ups, b.ups)
+	}
+}
+
+// A cookie comes back only from where the initiation went: one from any
+// other address is ignored, or anyone guessing an index could have the
+// initiator send its initiation to an address of their choosing.
+func TestACookieFromElsewhereIsIgnored(t *testing.T) {
+	_, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
+	a.m.Tick(now)
+	if len(a.outbox) != 1 {
+		t.Fatalf("a sent %d initiations, want 1", len(a.outbox))
+	}
+	index := binary.LittleEndian.Uint32(a.outbox[0].b[4:8])
+	a.outbox = nil
+	cookie := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeCookie, Receiver: index}, make([]byte, CookieLen))
+	elsewhere := netip.MustParseAddrPort("192.0.2.99:4000")
+	a.m.HandleHandshake(UDPEndpoint(elsewhere), cookie, now)
+	if len(a.outbox) != 0 {
+		t.Fatalf("a cookie from %v had a send %d datagrams, want none", elsewhere, len(a.outbox))
+	}
+	a.m.HandleHandshake(UDPEndpoint(b.addr), cookie, now)
+	if len(a.outbox) != 1 || a.outbox[0].to != b.addr {
+		t.Fatalf("a cookie from the peer had a send %v, want its initiation again to %v", a.outbox, b.addr)
 	}
 }
 

@@ -195,7 +195,7 @@ func (c *Collector) collect() *scrape {
 	s.addEach(queueDropsDesc, count{"tap", st.Queues.TAPDropped}, count{"receive", st.Queues.ReceiveDropped})
 	s.addEach(floodsDesc, count{"started", st.Floods.Started}, count{"received", st.Floods.Received}, count{"forwarded", st.Floods.Forwarded})
 	hs := st.Handshakes
-	s.addEach(handshakeDesc, count{"started", hs.Started}, count{"completed", hs.Completed}, count{"rejected", hs.Rejected}, count{"invalid", hs.Invalid}, count{"rate_limited", hs.RateLimited}, count{"too_short", hs.TooShort})
+	s.addEach(handshakeDesc, count{"started", hs.Started}, count{"completed", hs.Completed}, count{"rejected", hs.Rejected}, count{"invalid", hs.Invalid}, count{"rate_limited", hs.RateLimited}, count{"too_short", hs.TooShort}, count{"cookies", hs.Cookies})
 	ov := st.Overlay
 	for _, d := range []struct {
 		direction string

@@ -44,7 +44,7 @@ func sampleStatus() runtime.Status {
 			},
 			LearnedMACs: 7, Flows: 3,
 			Drops:      map[string]uint64{"replay": 2, "auth_failed": 0},
-			Handshakes: node.HandshakeStatus{Started: 4, Completed: 3, Rejected: 1, TooShort: 2},
+			Handshakes: node.HandshakeStatus{Started: 4, Completed: 3, Rejected: 1, TooShort: 2, Cookies: 17},
 			Floods:     node.FloodStatus{Started: 5, Received: 6, Forwarded: 9},
 			Overlay: node.OverlayStatus{
 				Enabled: true, Joined: true, SizeEstimate: 12.5,
@@ -146,6 +146,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_handshakes_total", []string{"outcome=completed"}, 3},
 		{"burrow_handshakes_total", []string{"outcome=rejected"}, 1},
 		{"burrow_handshakes_total", []string{"outcome=too_short"}, 2},
+		{"burrow_handshakes_total", []string{"outcome=cookies"}, 17},
 		{"burrow_queue_drops_total", []string{"queue=tap"}, 40},
 		{"burrow_queue_drops_total", []string{"queue=receive"}, 3},
 		{"burrow_control_messages_total", []string{"direction=sent", "type=find_successor"}, 3},

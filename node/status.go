@@ -92,6 +92,9 @@ type HandshakeStatus struct {
 	// TooShort counts initiations not answered because the answer would
 	// be more than link.MaxAmplification times as long.
 	TooShort uint64 `json:"too_short"`
+	// Cookies counts initiations answered with a cookie past the rate
+	// limits; only those that come back with it are taken on.
+	Cookies uint64 `json:"cookies"`
 }
 
 // FloodStatus counts Bounded Flood messages.
@@ -147,6 +150,7 @@ func (n *Node) Status() Status {
 		Started: hs.HandshakesStarted.Load(), Completed: hs.HandshakesCompleted.Load(),
 		Rejected: hs.HandshakeRejected.Load(), Invalid: hs.HandshakeInvalid.Load(),
 		RateLimited: hs.HandshakeRateLimited.Load(), TooShort: hs.HandshakeTooShort.Load(),
+		Cookies: hs.CookiesSent.Load(),
 	}
 	st.Drops["handshake_malformed"] = hs.Malformed.Load()
 	st.Drops["handshake_unknown_index"] = hs.HandshakeUnknownIndex.Load()

@@ -59,7 +59,7 @@ func wireKind(b []byte) (k Kind, transport bool) {
 			return KindKeepalive, false
 		}
 		return KindUndelivered, true
-	case wire.Type(b[0]) >= wire.TypeHandshakeInit && wire.Type(b[0]) <= wire.TypeHandshakeFinish:
+	case wire.Type(b[0]) >= wire.TypeHandshakeInit && wire.Type(b[0]) <= wire.TypeHandshakeFinish, wire.Type(b[0]) == wire.TypeHandshakeCookie:
 		return KindHandshake, false
 	}
 	return KindUndelivered, false

@@ -22,6 +22,10 @@ const (
 	TypeHandshakeReply  Type = 0xB2
 	TypeHandshakeFinish Type = 0xB3
 	TypeTransport       Type = 0xB4
+	// TypeHandshakeCookie answers an initiation that a busy node will
+	// not take on trust: the initiator sends it again with the cookie,
+	// which proves it receives at its address.
+	TypeHandshakeCookie Type = 0xB5
 )
 
 // IsBurrow reports whether b starts with a burrow datagram type.
@@ -65,7 +69,7 @@ func ParseHandshake(b []byte) (HandshakeHeader, []byte, error) {
 	}
 	h.Type = Type(b[0])
 	switch h.Type {
-	case TypeHandshakeInit, TypeHandshakeReply, TypeHandshakeFinish:
+	case TypeHandshakeInit, TypeHandshakeReply, TypeHandshakeFinish, TypeHandshakeCookie:
 	default:
 		return h, nil, ErrType
 	}
@@ -77,7 +81,9 @@ func ParseHandshake(b []byte) (HandshakeHeader, []byte, error) {
 	}
 	h.Sender = binary.LittleEndian.Uint32(b[4:])
 	h.Receiver = binary.LittleEndian.Uint32(b[8:])
-	if h.Sender == 0 || (h.Type == TypeHandshakeInit) != (h.Receiver == 0) {
+	// An initiation names only its sender, a cookie only the initiation
+	// it answers (its receiver), the others both.
+	if (h.Sender == 0) != (h.Type == TypeHandshakeCookie) || (h.Receiver == 0) != (h.Type == TypeHandshakeInit) {
 		return h, nil, ErrField
 	}
 	return h, b[HandshakeHeaderLen:], nil

@@ -18,6 +18,13 @@ func TestHandshakeRoundTrip(t *testing.T) {
 	if _, _, err := ParseHandshake(init); err == nil {
 		t.Fatal("an init naming a receiver index was accepted")
 	}
+	cookie := HandshakeHeader{Type: TypeHandshakeCookie, Receiver: 9}
+	if got, _, err := ParseHandshake(AppendHandshake(nil, cookie, nil)); err != nil || got != cookie {
+		t.Fatalf("a cookie answering initiation 9: %+v, %v", got, err)
+	}
+	if _, _, err := ParseHandshake(AppendHandshake(nil, HandshakeHeader{Type: TypeHandshakeCookie, Sender: 1, Receiver: 9}, nil)); err == nil {
+		t.Fatal("a cookie naming a sender index was accepted")
+	}
 }
 
 func TestTransportHeaderRoundTrip(t *testing.T) {
@@ -65,6 +72,7 @@ func TestFrameRoundTrip(t *testing.T) {
 func FuzzParseHandshake(f *testing.F) {
 	f.Add(AppendHandshake(nil, HandshakeHeader{Type: TypeHandshakeInit, Sender: 1}, []byte{1, 2, 3}))
 	f.Add(AppendHandshake(nil, HandshakeHeader{Type: TypeHandshakeFinish, Sender: 1, Receiver: 2}, nil))
+	f.Add(AppendHandshake(nil, HandshakeHeader{Type: TypeHandshakeCookie, Receiver: 2}, make([]byte, 16)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		h, body, err := ParseHandshake(b)
 		if err != nil {
