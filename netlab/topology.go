@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 )
 
 // NAT is the kind of router in front of a site.
@@ -461,3 +463,40 @@ func (h *Host) AddContainer(name, bridge string) (*Host, error) {
 	}
 	return c, waitLinksReady(ns, "eth0")
 }
+
+// MoveContainer unplugs container c (made by AddContainer) from the host
+// it sits on and plugs it into bridge on host to, keeping its eth0's MAC,
+// as a machine carried to another LAN: eth0 comes back up with no
+// address, and c is a host of to from then on.
+func (c *Host) MoveContainer(to *Host, bridge string) error {
+	l := c.lab
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out, err := exec.Command("ip", "-n", c.Namespace, "-o", "link", "show", "dev", "eth0").CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("netlab: %s's eth0: %v: %s", c.Name, err, out)
+	}
+	mac := linkMAC.FindSubmatch(out)
+	if mac == nil {
+		return fmt.Errorf("netlab: no MAC in %q", out)
+	}
+	port := l.nextPortName()
+	for _, args := range [][]string{
+		{"-n", c.Namespace, "link", "del", "eth0"},
+		{"-n", to.Namespace, "link", "add", port, "type", "veth", "peer", "name", "eth0", "netns", c.Namespace},
+		{"-n", c.Namespace, "link", "set", "eth0", "address", string(mac[1])},
+		{"-n", to.Namespace, "link", "set", port, "master", bridge, "up"},
+		{"-n", c.Namespace, "link", "set", "eth0", "up"},
+	} {
+		if err := runIP(args...); err != nil {
+			return err
+		}
+	}
+	if err := waitLinksReady(to.Namespace, port); err != nil {
+		return err
+	}
+	return waitLinksReady(c.Namespace, "eth0")
+}
+
+// linkMAC finds the MAC in a line of ip -o link show.
+var linkMAC = regexp.MustCompile(`link/ether ([0-9a-f:]{17})`)
