@@ -123,30 +123,14 @@ func (s *snapshot) unnamedSource(key flowKey) nid.ID {
 }
 
 // judge is s.judge for a frame of the flow, judged once per source
-// address and snapshot: an unjudged address is handed to the core once.
-func (f *recentFlow) judge(w *Worker, frame []byte) verdict {
+// address and snapshot.
+func (f *recentFlow) judge(frame []byte) (verdict, netip.Addr) {
 	src, _ := l2.SourceAddr(frame)
 	if !f.judged || src != f.src {
 		f.judged, f.src = true, src
 		f.verdict, _ = f.snap.judge(frame, f.origin)
-		w.askHolder(f.verdict, src, f.origin)
 	}
-	return f.verdict
-}
-
-// judge is s.judge for a frame that belongs to no flow (a broadcast).
-func (w *Worker) judge(s *snapshot, frame []byte, origin nid.ID) verdict {
-	v, src := s.judge(frame, origin)
-	w.askHolder(v, src, origin)
-	return v
-}
-
-// askHolder has the core look up who holds src when v says it does not
-// know yet.
-func (w *Worker) askHolder(v verdict, src netip.Addr, origin nid.ID) {
-	if v == unjudged {
-		w.Slow(Event{Kind: EventUnjudged, Addr: src, Origin: origin})
-	}
+	return f.verdict, f.src
 }
 
 // Buffer layout of an outgoing datagram. A frame is written at Headroom so
@@ -506,7 +490,8 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	r := known.route
 	r.touch(now)
 	if r.out == localPort {
-		if !d.admits(s, frame, known.origin, known.judge(w, frame), now) {
+		v, src := known.judge(frame)
+		if !d.admits(w, s, frame, f.Offload, known.origin, v, src, now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -536,13 +521,25 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 }
 
 // admits decides whether a frame from a host behind bridge origin may go
-// to the TAP: not when s.judge says it is spoofed or unheld, and only
-// through the firewall, if there is one.
-func (d *Dataplane) admits(s *snapshot, frame []byte, origin nid.ID, v verdict, now int64) bool {
+// to the TAP: bound to its sender (v is its verdict, src its source
+// address) and through the firewall. A frame whose source's holder the
+// core has not looked up yet goes to the core instead, which delivers it
+// once the answer is there: no frame passes unjudged.
+func (d *Dataplane) admits(w *Worker, s *snapshot, frame []byte, off l2.Offload, origin nid.ID, v verdict, src netip.Addr, now int64) bool {
+	if v == unjudged {
+		w.Slow(Event{Kind: EventUnjudged, Addr: src, Origin: origin, Offload: off, Data: clone(frame)})
+		return false
+	}
 	if !d.stats.bound(v) {
 		return false
 	}
 	return d.fw == nil || d.fw.Allow(firewall.Inbound, frame, s.member(origin), now)
+}
+
+// admitsFlood is admits for a broadcast from a host behind bridge origin.
+func (d *Dataplane) admitsFlood(w *Worker, s *snapshot, frame []byte, origin nid.ID, now int64) bool {
+	v, src := s.judge(frame, origin)
+	return d.admits(w, s, frame, l2.Offload{}, origin, v, src, now)
 }
 
 // fits reports whether plain, copied to buf[start:], leaves room for the
@@ -606,7 +603,7 @@ func (d *Dataplane) flood(w *Worker, s *snapshot, in *port, plain []byte, now in
 		d.stats.MulticastPruned.Add(1)
 	} else if s.localDHCP && udp4.IsDHCP(m.Frame) {
 		d.stats.DHCPKeptLocal.Add(1)
-	} else if source := s.floodSource(m); d.admits(s, m.Frame, source, w.judge(s, m.Frame, source), now) {
+	} else if source := s.floodSource(m); d.admitsFlood(w, s, m.Frame, source, now) {
 		d.stats.FramesToTAP.Add(1)
 		w.Frames.Frame(m.Frame, l2.Offload{})
 		if d.trace.Delivered != nil {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"burrow/dht"
+	"burrow/firewall"
 	"burrow/ipam"
 	"burrow/l2"
 	"burrow/nid"
@@ -18,7 +19,10 @@ import (
 // signed DHT record holds it. The core looks the record up the first time
 // a frame from another member uses such an address, and publishes the
 // holder in the snapshot; until the answer is there the frames pass. The
-// data path never waits for the DHT.
+// data path never waits for the DHT: it hands a frame whose source has no
+// answer yet to the core, which keeps it until the answer is there and
+// then delivers or drops it. Only when no lookup can be made (the limits
+// below) or the lookup fails does a frame pass unjudged.
 
 // RouterGroup is the certificate group of a member that may forward for a
 // LAN behind it (burrow cert sign --router): its frames may use addresses
@@ -45,6 +49,10 @@ const (
 	// of, and maxAsking the lookups under way.
 	maxHoldings = 4096
 	maxAsking   = 256
+	// maxHeldPerKey frames per lookup, and maxHeldBytes in all, wait for
+	// the answer; more are dropped as unjudged_full.
+	maxHeldPerKey = 16
+	maxHeldBytes  = 1 << 20
 	// logDropsEvery is how often the log says why one member's frames are
 	// dropped for one reason.
 	logDropsEvery = time.Minute
@@ -78,6 +86,25 @@ type holdingsState struct {
 	logged map[dropLogKey]time.Time
 	// clientLeases are the addresses of the leases kept, by client MAC.
 	clientLeases map[l2.MAC]netip.Addr
+	// held are the frames waiting for a lookup, by its DHT key, and
+	// heldBytes their size.
+	held      map[string][]heldFrame
+	heldBytes int
+	// passUnjudged: the frames being released had no answer to wait for,
+	// so they pass as they would have before the lookup.
+	passUnjudged bool
+}
+
+// heldFrame waits for the lookup of its source address's holder: a frame
+// the data path would have written to the TAP, or, switched, one the core
+// switches, run through the switch again once the answer is there.
+type heldFrame struct {
+	frame    []byte
+	off      l2.Offload
+	origin   nid.ID
+	in       uint32
+	routed   bool
+	switched bool
 }
 
 type dropLogKey struct {
@@ -122,18 +149,89 @@ func (n *Node) publishHoldings(s *snapshot) {
 	}
 }
 
-// judge is the snapshot's verdict on a frame the core switches; an
-// unjudged source is looked up.
-func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) verdict {
+// judge is the snapshot's verdict on a frame the core switches, and the
+// source address it judged.
+func (n *Node) judge(frame []byte, origin nid.ID, now time.Time) (verdict, netip.Addr) {
 	v, src := n.snap.Load().judge(frame, origin)
 	switch v {
 	case unjudged:
-		n.lookUpHolder(src, origin, now)
+		if n.svc.holdings.passUnjudged {
+			return passes, src
+		}
 	case spoofed, unheld:
 		n.logDrop(v, src, origin, now)
 		n.recheckDropped(frame, src, origin, now)
 	}
-	return v
+	return v, src
+}
+
+// holdFrame keeps f, whose source address a has no holder looked up yet,
+// until the answer is there, and asks. A frame whose answer the core has
+// already (the data path's snapshot was older) is released at once, and
+// so is one no lookup can be made for, passing unjudged.
+func (n *Node) holdFrame(f heldFrame, a netip.Addr, now time.Time) {
+	h := &n.svc.holdings
+	key, subnet, ok := n.holderKey(a)
+	_, asking := h.asking[key]
+	switch {
+	case ok && n.keptHolding(a, subnet):
+		n.publishIfDirty()
+		n.release(f, now)
+	case !ok || !asking && len(h.asking) >= maxAsking:
+		h.passUnjudged = true
+		n.release(f, now)
+		h.passUnjudged = false
+	case len(h.held[key]) >= maxHeldPerKey || h.heldBytes+len(f.frame) > maxHeldBytes:
+		n.stats.drop(DropUnjudgedFull)
+	default:
+		h.held[key] = append(h.held[key], f)
+		h.heldBytes += len(f.frame)
+		if !asking {
+			n.askHolder(a, subnet, f.origin, now)
+		}
+	}
+}
+
+// keptHolding reports whether the node has an answer for a's lease, or
+// for subnet's claim when subnet is valid.
+func (n *Node) keptHolding(a netip.Addr, subnet netip.Prefix) bool {
+	h := &n.svc.holdings
+	if subnet.IsValid() {
+		_, ok := h.subnets[subnet]
+		return ok
+	}
+	_, ok := h.leases[a]
+	return ok
+}
+
+// releaseHeld runs the frames that waited for the lookup of key, now
+// that it has an answer, or (answered false) failed.
+func (n *Node) releaseHeld(key string, answered bool, now time.Time) {
+	h := &n.svc.holdings
+	frames := h.held[key]
+	if len(frames) == 0 {
+		return
+	}
+	delete(h.held, key)
+	n.publishIfDirty() // the judge reads the answer from the snapshot
+	h.passUnjudged = !answered
+	for _, f := range frames {
+		h.heldBytes -= len(f.frame)
+		n.release(f, now)
+	}
+	h.passUnjudged = false
+}
+
+// release judges a held frame again and delivers it if it passes.
+func (n *Node) release(f heldFrame, now time.Time) {
+	if f.switched {
+		n.switchFrame(f.in, f.frame, f.off, f.origin, f.routed, now)
+		return
+	}
+	v, _ := n.judge(f.frame, f.origin, now)
+	if n.stats.bound(v) && n.passesFirewall(firewall.Inbound, f.frame, l2.MAC(f.frame[6:12]), f.origin, now) {
+		n.writeTAP(f.frame, f.off)
+	}
 }
 
 // recheckDropped looks up again the holder whose answer has a frame from
@@ -166,21 +264,24 @@ func (n *Node) recheckDropped(frame []byte, src netip.Addr, origin nid.ID, now t
 	}
 }
 
-// lookUpHolder asks the DHT who holds a, which a frame from bridge origin
-// uses as its source.
-func (n *Node) lookUpHolder(a netip.Addr, origin nid.ID, now time.Time) {
+// holderKey is the DHT key of the record that says who holds a — its
+// lease's, or its subnet's claim's — and that subnet (invalid for a
+// lease). ok is false for an address no lease or claim gives, and when
+// the node keeps as many holders as it may.
+func (n *Node) holderKey(a netip.Addr) (key string, subnet netip.Prefix, ok bool) {
 	h := &n.svc.holdings
 	s := n.snap.Load()
 	if len(h.leases)+len(h.subnets) >= maxHoldings {
-		return
+		return "", netip.Prefix{}, false
 	}
 	if s.dhcpRange != nil && s.dhcpRange(a) {
-		n.askHolder(a, netip.Prefix{}, origin, now)
-		return
+		return n.svc.dhcp.Key(a), netip.Prefix{}, true
 	}
 	if r := slices.IndexFunc(s.subnetRanges, func(r subnetRange) bool { return r.prefix.Contains(a) }); r >= 0 {
-		n.askHolder(a, netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked(), origin, now)
+		subnet = netip.PrefixFrom(a, s.subnetRanges[r].bits).Masked()
+		return warrens.Key(subnet), subnet, true
 	}
+	return "", netip.Prefix{}, false
 }
 
 // askHolder reads the record of a's lease, or of subnet's claim when
@@ -219,7 +320,9 @@ func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now t
 				held.unheldSince = before.unheldSince
 			}
 		default:
-			return // as before: the next frame, or the next tick, asks again
+			// As before: the next frame, or the next tick, asks again.
+			n.releaseHeld(key, false, r.At)
+			return
 		}
 		if subnet.IsValid() {
 			h.subnets[subnet] = held
@@ -230,6 +333,7 @@ func (n *Node) askHolder(a netip.Addr, subnet netip.Prefix, origin nid.ID, now t
 		if origin != (nid.ID{}) {
 			n.logHolding(a, origin, held.holder, r.At)
 		}
+		n.releaseHeld(key, true, r.At)
 	})
 }
 

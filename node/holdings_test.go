@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +21,8 @@ import (
 // holdersNet is a ring of four members that serve DHCP on 10.9.0.0/24
 // (leases from .100-.199) and claim IPv4 container subnets: v holds a
 // lease and a subnet, m tries to use them, n watches, and r's certificate
-// has RouterGroup.
-func holdersNet(t *testing.T) (w *testNet, v, m, n, r *testNode) {
+// has RouterGroup. The members named in withoutDHCP serve none.
+func holdersNet(t *testing.T, withoutDHCP ...string) (w *testNet, v, m, n, r *testNode) {
 	t.Helper()
 	w = &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
 		groups: map[string][]string{"r": {RouterGroup}}, services: map[string]ServicesConfig{}}
@@ -32,6 +33,11 @@ func holdersNet(t *testing.T) (w *testNet, v, m, n, r *testNode) {
 				RangeStart: netip.MustParseAddr("10.9.0.100"), RangeEnd: netip.MustParseAddr("10.9.0.199"),
 				ServerMAC: l2.MAC{2, 0xd, 0, 0, 0, byte(i)}, ServerIP: netip.MustParseAddr("10.9.0.1")},
 			Subnets: []warrens.ClaimConfig{{MachineID: fmt.Sprintf("%032x", i+1), Family: warrens.IPv4}},
+		}
+		if slices.Contains(withoutDHCP, name) {
+			c := w.services[name]
+			c.DHCP = nil
+			w.services[name] = c
 		}
 	}
 	var nodes []*testNode
@@ -121,8 +127,8 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	}
 
 	// An address of the range no lease gives: n looks it up at the first
-	// frame (an ARP request), which passes; later ones pass only from the
-	// router.
+	// frame (an ARP request), which waits for the answer; they pass only
+	// from the router.
 	unleased := netip.MustParseAddr("10.9.0.160")
 	send(m, m.mac, unleased, "m unleased")
 	send(m, m.mac, unleased, "m unleased")
@@ -136,8 +142,8 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	if got := n.countTAP("r's LAN host"); got != 2 {
 		t.Errorf("n's TAP got %d of r's LAN host's 2 TCP segments", got)
 	}
-	if s, u := drops(); s != 6 || u != 3 {
-		t.Fatalf("n counted %d spoofed (want 6) and %d unheld (want 3: all of m's frames but the first)", s, u)
+	if s, u := drops(); s != 6 || u != 4 {
+		t.Fatalf("n counted %d spoofed (want 6) and %d unheld (want 4: all of m's frames, the first once its lookup answered)", s, u)
 	}
 
 	for _, want := range []string{
@@ -190,38 +196,41 @@ func TestFramesAreBoundToLeaseAndSubnetHolders(t *testing.T) {
 	}
 }
 
-// TestFramesPassedOnByABridgeAreJudgedAsTheirSender: once v's leased
-// client talks to n, m sends frames as that client over its link to v
-// toward n, without naming a source. v passes them on naming m, so n
-// judges them as m's and drops them all, rather than taking them for the
-// client's own, which come from v too.
+// TestFramesPassedOnByABridgeAreJudgedAsTheirSender: v's leased client
+// talks to n through r, which serves no DHCP and so judges no lease:
+// r passes the frames on naming v. Then m sends frames as that client
+// through r too, without naming a source. r names m, so n judges them as
+// m's and drops them all, rather than taking them for the client's own,
+// which came over the same link from r.
 func TestFramesPassedOnByABridgeAreJudgedAsTheirSender(t *testing.T) {
-	w, v, m, n, _ := holdersNet(t)
+	w, v, m, n, r := holdersNet(t, "r")
 	nIP := netip.MustParseAddr("10.9.0.3")
 	leased, client := netip.MustParseAddr("10.9.0.150"), l2.MAC{2, 0xc1, 0, 0, 0, 9}
 	v.lease(t, leased, client)
 	n.fromTAP(ethFrame(l2.Broadcast, n.mac, "n is here"))
 	w.advance(200*time.Millisecond, 100*time.Millisecond)
-	for range 3 {
-		v.fromTAP(tcpFrame(n.mac, client, leased, nIP, 40000, 22, "the client"))
+	throughR := func(from *testNode, payload string) {
+		toR := from.node.Links().Links()[r.node.Self()]
+		if toR == nil {
+			t.Fatalf("%s has no link to r", from.name)
+		}
+		from.node.Links().Send(toR, wire.AppendFrame(nil, l2.Offload{}, [16]byte{}, tcpFrame(n.mac, client, leased, nIP, 40000, 22, payload)), w.now)
 		w.advance(200*time.Millisecond, 100*time.Millisecond)
+	}
+	for range 3 {
+		throughR(v, "the client")
 	}
 	if got := n.countTAP("the client"); got != 3 {
-		t.Fatalf("n's TAP got %d of the client's 3 segments", got)
+		t.Fatalf("n's TAP got %d of the client's 3 segments through r", got)
 	}
-	toV := m.node.Links().Links()[v.node.Self()]
-	if toV == nil {
-		t.Fatal("m has no link to v")
-	}
-	spoofed := n.node.Stats().Drops()["spoofed"]
+	before := n.node.Stats().Drops()["spoofed"]
 	for range 5 {
-		m.node.Links().Send(toV, wire.AppendFrame(nil, l2.Offload{}, [16]byte{}, tcpFrame(n.mac, client, leased, nIP, 40000, 22, "m as the client")), w.now)
-		w.advance(200*time.Millisecond, 100*time.Millisecond)
+		throughR(m, "m as the client")
 	}
 	if got := n.countTAP("m as the client"); got != 0 {
-		t.Errorf("n's TAP got %d of the 5 segments m sent as the client through v", got)
+		t.Errorf("n's TAP got %d of the 5 segments m sent as the client through r", got)
 	}
-	if got := n.node.Stats().Drops()["spoofed"] - spoofed; got == 0 {
-		t.Errorf("n counted none of m's segments as spoofed")
+	if got := n.node.Stats().Drops()["spoofed"] - before; got != 5 {
+		t.Errorf("n counted %d of m's 5 segments as spoofed", got)
 	}
 }

@@ -232,7 +232,7 @@ func (n *Node) Handle(ev Event, now time.Time) {
 			n.links.Suspect(l, now)
 		}
 	case EventUnjudged:
-		n.lookUpHolder(ev.Addr, ev.Origin, now)
+		n.holdFrame(heldFrame{frame: ev.Data, off: ev.Offload, origin: ev.Origin}, ev.Addr, now)
 	}
 	n.publishIfDirty()
 }

@@ -155,7 +155,8 @@ func (n *Node) initServices(now time.Time) error {
 	s.kv = kv
 	s.arp = make(map[netip.Addr]arpEntry)
 	s.holdings = holdingsState{leases: make(map[netip.Addr]holding), subnets: make(map[netip.Prefix]holding),
-		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time), clientLeases: make(map[l2.MAC]netip.Addr)}
+		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time), clientLeases: make(map[l2.MAC]netip.Addr),
+		held: make(map[string][]heldFrame)}
 	s.moves = leaseMovesState{checks: make(map[netip.Addr]*moveCheck), told: make(map[netip.Addr]time.Time)}
 	s.registered = make(map[netip.Addr]time.Time)
 	if c.DNS != nil {

@@ -21,13 +21,14 @@ const (
 	DropTooShort                         // an unauthenticated request shorter than its answer would be
 	DropSpoofed                          // from one member with another member's MAC or address (certified, leased or claimed)
 	DropUnheld                           // from a member that is no router, with an address only a lease or claim gives, held by no one
+	DropUnjudgedFull                     // waiting for its source's holder to be looked up, with no room left to wait
 	numDropReasons
 )
 
 var dropNames = [numDropReasons]string{
 	"malformed", "not_burrow", "unknown_session", "auth_failed", "replay",
 	"no_route", "own_broadcast", "slow_path_full", "relay_limit", "rate_limited",
-	"too_short", "spoofed", "unheld",
+	"too_short", "spoofed", "unheld", "unjudged_full",
 }
 
 func (r DropReason) String() string { return dropNames[r] }

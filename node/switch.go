@@ -1,6 +1,7 @@
 package node
 
 import (
+	"slices"
 	"time"
 
 	"burrow/firewall"
@@ -66,8 +67,15 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	if in != localPort && !src.IsMulticast() && source == (nid.ID{}) {
 		source = n.snap.Load().unnamedSource(flowKey{in: in, src: src})
 	}
-	if in != localPort && !n.stats.bound(n.judge(frame, source, now)) {
-		return // nothing is learned from it either: not where src lives, not its ARP
+	if in != localPort {
+		v, a := n.judge(frame, source, now)
+		if v == unjudged {
+			n.holdFrame(heldFrame{frame: slices.Clone(frame), off: off, origin: source, in: in, routed: routed, switched: true}, a, now)
+			return
+		}
+		if !n.stats.bound(v) {
+			return // nothing is learned from it either: not where src lives, not its ARP
+		}
 	}
 	n.snoopNeighbors(frame, in, now)
 	if in == localPort {
