@@ -76,15 +76,13 @@ type Worker struct {
 	relayed []byte
 }
 
-// recentFlow is a flow as one snapshot resolves it: its route, the bridge
-// its source sits behind, and the verdict on frames from one source
-// address. It holds on to that snapshot until the worker's next frame of
+// recentFlow is a flow as one snapshot resolves it: its route, and the
+// verdict on frames from one source address. It holds on to that snapshot until the worker's next frame of
 // another flow.
 type recentFlow struct {
-	snap   *snapshot
-	key    flowKey
-	route  route
-	origin nid.ID
+	snap  *snapshot
+	key   flowKey
+	route route
 	// judged says verdict is the verdict on frames from src.
 	judged  bool
 	src     netip.Addr
@@ -102,24 +100,8 @@ func (w *Worker) flow(s *snapshot, key flowKey) *recentFlow {
 	if !ok {
 		return nil
 	}
-	*f = recentFlow{snap: s, key: key, route: r, origin: s.unnamedSource(key)}
+	*f = recentFlow{snap: s, key: key, route: r}
 	return f
-}
-
-// unnamedSource is the bridge a frame of the flow comes from when it does
-// not name one: the bridge its source was learned behind, when learned
-// through the port it came in on (the TAP's frames are this node's), else
-// that port's peer. Bridges that pass on others' frames name their
-// source, so a member that sends frames with a MAC learned behind another
-// bridge, over a link of its own, is judged as itself.
-func (s *snapshot) unnamedSource(key flowKey) nid.ID {
-	if m, ok := s.macs[key.src]; ok && m.port == key.in {
-		return m.root
-	}
-	if p := s.ports[key.in]; p != nil && key.in != localPort {
-		return p.peer
-	}
-	return nid.ID{}
 }
 
 // judge is s.judge for a frame of the flow, judged once per source
@@ -128,7 +110,7 @@ func (f *recentFlow) judge(frame []byte) (verdict, netip.Addr) {
 	src, _ := l2.SourceAddr(frame)
 	if !f.judged || src != f.src {
 		f.judged, f.src = true, src
-		f.verdict, _ = f.snap.judge(frame, f.origin)
+		f.verdict, _ = f.snap.judge(frame, f.route.origin)
 	}
 	return f.verdict, f.src
 }
@@ -475,15 +457,23 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	key.in = in.link.Port
 	copy(key.dst[:], frame[0:6])
 	copy(key.src[:], frame[6:12])
-	named := nid.ID(f.Source)
+	// Bridges that pass on others' frames name their source (in the
+	// routed header or the frame's own): a frame naming none comes from
+	// the bridge of the peer that sent it.
+	origin := nid.ID(f.Source)
 	if routedFrom != (nid.ID{}) {
-		named = routedFrom
+		origin = routedFrom
+	}
+	if origin == (nid.ID{}) {
+		origin = in.link.Peer.ID
 	}
 	known := w.flow(s, key)
-	if known == nil || named != (nid.ID{}) && named != known.origin {
-		// A miss, or a frame naming another source bridge than the flow's
-		// (its source moved, or a member sends as another's host): the
-		// core learns from it where the source lives now, and judges it.
+	if known == nil || origin != known.route.origin || l2.AnnouncesAddress(frame) {
+		// A miss, or a frame from another bridge than the flow's (its
+		// source moved, or a member sends as another's host): the core
+		// learns from it where the source lives now, and judges it. The
+		// core also learns addresses from ARP and neighbour advertisements,
+		// which come unicast on flows already up.
 		w.Slow(Event{Kind: EventFromLink, Port: in.link.Port, Data: clone(received)})
 		return
 	}
@@ -491,7 +481,7 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	r.touch(now)
 	if r.out == localPort {
 		v, src := known.judge(frame)
-		if !d.admits(w, s, frame, f.Offload, known.origin, v, src, now) {
+		if !d.admits(w, s, frame, f.Offload, known.route.origin, v, src, now) {
 			return
 		}
 		r.bytes.Add(uint64(len(frame)))
@@ -509,14 +499,14 @@ func (d *Dataplane) switchFrame(w *Worker, s *snapshot, in *port, plain, receive
 	buf := w.Tx.next()
 	start, source, size := framePlain, nid.ID{}, wire.FrameHeaderLen+len(frame)
 	if !h.routed {
-		start, source, size = framePlain-wire.SourceLen, known.origin, size+wire.SourceLen
+		start, source, size = framePlain-wire.SourceLen, known.route.origin, size+wire.SourceLen
 	}
 	if len(buf)-start-size < txTailroom {
 		d.stats.drop(DropMalformed)
 		return
 	}
 	b := wire.AppendFrame(buf[start:start], f.Offload, source, frame)
-	at := putRouted(buf, start, h, wire.Routed{Dest: r.root, Source: known.origin})
+	at := putRouted(buf, start, h, wire.Routed{Dest: r.root, Source: known.route.origin})
 	d.sealData(w, s, h.port, buf, at-wire.TransportHeaderLen, buf[at:start+len(b)], now)
 }
 

@@ -82,11 +82,15 @@ type flowKey struct {
 	src, dst l2.MAC
 }
 
-// flow is a learned path. out and root never change: a flow whose path
+// flow is a learned path. out, root and origin never change: a flow whose path
 // changes is replaced, so the data path never sees one half-updated.
 type flow struct {
-	out      uint32        // switch port, localPort, or routedPort
-	root     nid.ID        // the bridge the destination sits behind
+	out  uint32 // switch port, localPort, or routedPort
+	root nid.ID // the bridge the destination sits behind
+	// origin is the bridge the flow's frames come from: this node for the
+	// TAP's, for a link's the bridge they name, or the peer that sends
+	// them when they name none.
+	origin   nid.ID
 	lastUsed atomic.Int64  // unix nanoseconds, written by the data path
 	bytes    atomic.Uint64 // frame bytes switched, for on-demand links
 	counted  uint64        // bytes already accounted by the core

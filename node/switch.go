@@ -65,7 +65,11 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	copy(dst[:], frame[0:6])
 	copy(src[:], frame[6:12])
 	if in != localPort && !src.IsMulticast() && source == (nid.ID{}) {
-		source = n.snap.Load().unnamedSource(flowKey{in: in, src: src})
+		// Bridges that pass on others' frames name their source: a frame
+		// naming none comes from the bridge of the peer that sent it.
+		if l := n.links.LinkByPort(in); l != nil {
+			source = l.Peer.ID
+		}
 	}
 	if in != localPort {
 		v, a := n.judge(frame, source, now)
@@ -134,7 +138,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	if out == in {
 		return // between two hosts behind our own TAP: theirs to carry
 	}
-	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, e.Root, now)
+	n.installFlow(flowKey{in: in, src: src, dst: dst}, out, e.Root, source, now)
 	if out == localPort {
 		if n.passesFirewall(firewall.Inbound, frame, src, source, now) {
 			n.writeTAP(frame, off)
@@ -262,14 +266,14 @@ func (n *Node) dropFlowsTo(mac l2.MAC) {
 	}
 }
 
-func (n *Node) installFlow(k flowKey, out uint32, root nid.ID, now time.Time) {
-	if f := n.flows[k]; f != nil && f.out == out && f.root == root {
+func (n *Node) installFlow(k flowKey, out uint32, root, origin nid.ID, now time.Time) {
+	if f := n.flows[k]; f != nil && f.out == out && f.root == root && f.origin == origin {
 		return
 	}
 	if len(n.flows) >= n.cfg.MaxFlows {
 		return // the slow path keeps forwarding; the table must not grow unbounded
 	}
-	f := &flow{out: out, root: root}
+	f := &flow{out: out, root: root, origin: origin}
 	f.lastUsed.Store(now.UnixNano())
 	n.flows[k] = f
 	n.dirty |= dirtyFlows
@@ -277,7 +281,7 @@ func (n *Node) installFlow(k flowKey, out uint32, root nid.ID, now time.Time) {
 
 // movedTo is a copy of f with another path, keeping its use and counts.
 func (f *flow) movedTo(out uint32, root nid.ID) *flow {
-	g := &flow{out: out, root: root, counted: f.counted}
+	g := &flow{out: out, root: root, origin: f.origin, counted: f.counted}
 	g.lastUsed.Store(f.lastUsed.Load())
 	g.bytes.Store(f.bytes.Load())
 	return g
