@@ -89,6 +89,31 @@ func TestSixteenNodesOrganizeFromOneBootstrap(t *testing.T) {
 	pingAll(t, nw.Nodes, 60*time.Second)
 }
 
+// TestTheBootstrapNodeStoppedAtOnceFindsItsRingAgain: the node everybody
+// bootstrapped from has none of its own. Stopped (SIGTERM) as soon as the
+// ring formed, before its periodic save of the peers it knows, it keeps
+// them as it stops, and, started again, finds its ring from them: no
+// member would dial it, as it said goodbye.
+func TestTheBootstrapNodeStoppedAtOnceFindsItsRingAgain(t *testing.T) {
+	_, nw := newJoiningRing(t, 4)
+	first := nw.Nodes[0]
+	startRing(t, nw)
+	if err := first.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(first.Dir, "peers.json")); err != nil {
+		t.Fatalf("the stopped bootstrap node kept no peers: %v", err)
+	}
+	if err := first.Start(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	if err := cluster.WaitFor(ctxFor(t, 30*time.Second), "the full ring again", func() bool { return cluster.RingConsistent(nw.Nodes) }); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("the bootstrap node rejoined %v after its restart", time.Since(restarted).Round(100*time.Millisecond))
+}
+
 // TestHeavyFlowMovesToAnOnDemandLink: on a bare ring (one successor, no
 // long-distance links) a TCP flow between opposite nodes crosses bridges;
 // above the threshold the ends open a direct link and the flow moves onto

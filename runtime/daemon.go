@@ -515,6 +515,9 @@ func (d *Daemon) runCore(ctx context.Context) {
 		}
 		d.gateway.ScanRevoked()
 	})
+	// The peers known now, however short the run: a node that has no
+	// bootstrap of its own finds its ring again from them after a restart.
+	saveRemembered(d.cfg.StateDir, d.node.Remembered(), saved)
 	d.log.Info("shutting down: telling the neighbours")
 	d.node.Leave(time.Now())
 	// Keep switching a moment: frames already on their way through this
