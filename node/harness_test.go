@@ -73,6 +73,10 @@ type testNode struct {
 	addr6 netip.AddrPort
 	// nat, when set, is the NAT router the node sits behind (behindNAT).
 	nat *testNAT
+	// seed, overlay and reach are what the node was made with, for restart.
+	seed    uint64
+	overlay OverlayConfig
+	reach   ReachConfig
 }
 
 func (n *testNode) SendDatagram(to link.Endpoint, b []byte) {
@@ -139,15 +143,36 @@ func (w *testNet) add(name string, seed uint64, ov OverlayConfig) *testNode {
 }
 
 func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach ReachConfig) *testNode {
+	i := len(w.nodes)
+	tn := &testNode{w: w, name: name, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, byte(2 + i/250), byte(i%250 + 1)}), 4000),
+		mac: l2.MAC{2, 0, 0, 0, byte(i >> 8), byte(i + 1)}, seed: seed, overlay: ov, reach: reach}
+	w.start(tn, 0)
+	w.nodes = append(w.nodes, tn)
+	w.byAddr[tn.addr] = tn
+	return tn
+}
+
+// restart starts tn afresh, as a daemon that was killed and started
+// again: the same key and address, nothing else kept.
+func (w *testNet) restart(tn *testNode) {
+	tn.slow, tn.tap = nil, nil
+	w.start(tn, len(w.nodes)+1)
+	delete(w.down, tn)
+}
+
+// start makes tn's node from its seed; boot varies the node's randomness
+// (and so its boot ID) but not its key.
+func (w *testNet) start(tn *testNode, boot int) {
+	seed, name, ov := tn.seed, tn.name, tn.overlay
 	rng := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16)})
 	var priv, pub [32]byte
 	rng.Read(priv[:])
 	p, _ := curve25519.X25519(priv[:], curve25519.Basepoint)
 	copy(pub[:], p)
 	w.keys[name] = pub
-	i := len(w.nodes)
-	tn := &testNode{w: w, name: name, addr: netip.AddrPortFrom(netip.AddrFrom4([4]byte{192, 0, byte(2 + i/250), byte(i%250 + 1)}), 4000),
-		mac: l2.MAC{2, 0, 0, 0, byte(i >> 8), byte(i + 1)}}
+	if boot > 0 {
+		rng = rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), byte(seed >> 16), byte(boot), byte(boot >> 8), 1})
+	}
 	ov.Advertise = []netip.AddrPort{tn.addr}
 	node, err := New(Config{
 		Name:      name,
@@ -158,7 +183,7 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 		}},
 		MAC:        tn.mac,
 		Overlay:    ov,
-		Reach:      reach,
+		Reach:      tn.reach,
 		Rendezvous: w.rendezvous,
 		Firewall:   w.firewalls[name],
 		Services:   w.services[name],
@@ -177,9 +202,6 @@ func (w *testNet) addWith(name string, seed uint64, ov OverlayConfig, reach Reac
 			tn.SendDatagram(m.To, m.Buf)
 		}
 	})
-	w.nodes = append(w.nodes, tn)
-	w.byAddr[tn.addr] = tn
-	return tn
 }
 
 // connect makes a dial from a to b (links are bidirectional once up).

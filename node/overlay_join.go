@@ -38,6 +38,24 @@ func (n *Node) buried(id nid.ID, now time.Time) {
 	n.ov.ring.Forget(id)
 }
 
+// checkBuried dials the nodes the successor lists as its own neighbours
+// that this node holds dead: one killed and started again is ignored in
+// others' lists for deadMemory, while the successor has taken it back. A
+// link coming up proves it alive (overlayLinkUp forgets the burial and
+// offers it to the view); the dial is no peer's, so the overlay's
+// reconciling leaves it be until it ends.
+func (n *Node) checkBuried(list []overlay.Info, now time.Time) {
+	for _, in := range list {
+		if until, dead := n.ov.dead[in.ID]; !dead || !now.Before(until) || n.links.Links()[in.ID] != nil ||
+			slices.ContainsFunc(n.links.Dials(), func(d *link.Dial) bool { return d.Peer == in.ID }) {
+			continue
+		}
+		if c := n.candidates(in); len(c) > 0 {
+			n.links.AddDial(c, link.DialOptions{Peer: in.ID, Attempts: 1}, now)
+		}
+	}
+}
+
 func (n *Node) remember(in overlay.Info) {
 	o := &n.ov
 	if in.ID == n.self || len(in.Endpoints) == 0 {

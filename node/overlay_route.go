@@ -170,6 +170,9 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			}
 		}
 		if m.Type == overlay.Successors {
+			if fromSuccessor {
+				n.checkBuried(m.Successors, now)
+			}
 			if m.Own {
 				news = o.ring.Prune(m.Origin, m.Successors, func(id nid.ID) bool { return n.upLink(id) != nil }) || news
 			}

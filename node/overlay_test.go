@@ -499,3 +499,33 @@ func TestTargetsTheSuccessorsHoldAreNotAskedFor(t *testing.T) {
 		}
 	}
 }
+
+// A node killed and started again within deadMemory is held dead by the
+// nodes that buried it, which ignore it in the lists of others: on a ring
+// of two successors, the node two places before it skipped it and linked
+// past it (in a daemon run, across the ring to a flow's far end). When the
+// successor it stabilizes with lists the node as linked again, it dials
+// the node, and the link coming up proves it alive.
+func TestARestartedNodeIsTakenBackBeforeItsBurialLapses(t *testing.T) {
+	w := newOverlayNet(t, 10, 52, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	live := w.live()
+	at := slices.IndexFunc(live, func(n *testNode) bool { return n == w.nodes[0] })
+	// Not the node everyone bootstrapped from: it has no one to rejoin.
+	victim, before := live[(at+5)%len(live)], live[(at+3)%len(live)]
+	w.down[victim] = true
+	w.advance(10*time.Second, 250*time.Millisecond)
+	if _, dead := before.node.ov.dead[victim.node.Self()]; !dead {
+		t.Fatalf("%s did not bury %s, two places after it", before.name, victim.name)
+	}
+	w.restart(victim)
+	restarted := w.now
+	for w.now.Sub(restarted) < deadMemory/2 {
+		w.advance(500*time.Millisecond, 250*time.Millisecond)
+		if succ := before.node.ov.ring.Successors(2); len(succ) == 2 && succ[1].ID == victim.node.Self() {
+			t.Logf("%s took %s back %v after its restart", before.name, victim.name, w.now.Sub(restarted))
+			return
+		}
+	}
+	t.Fatalf("%v after the restart, %s's successors are %v, want %s second", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
+}
