@@ -174,10 +174,10 @@ func (n *Node) holdFrame(f heldFrame, a netip.Addr, now time.Time) {
 	key, subnet, ok := n.holderKey(a)
 	_, asking := h.asking[key]
 	switch {
-	case ok && n.keptHolding(a, subnet):
+	case ok && n.keptHolding(a, subnet), !ok || !asking && len(h.asking) >= maxAsking:
+		// Judged on the answer kept, once published; with none to wait
+		// for, it passes (and never comes back here).
 		n.publishIfDirty()
-		n.release(f, now)
-	case !ok || !asking && len(h.asking) >= maxAsking:
 		h.passUnjudged = true
 		n.release(f, now)
 		h.passUnjudged = false
