@@ -77,8 +77,8 @@ type Worker struct {
 }
 
 // recentFlow is a flow as one snapshot resolves it: its route, and the
-// verdict on frames from one source address. It holds on to that snapshot until the worker's next frame of
-// another flow.
+// verdict on frames from one source address. It holds on to that snapshot
+// until the worker's next frame of another flow.
 type recentFlow struct {
 	snap  *snapshot
 	key   flowKey

@@ -138,7 +138,8 @@ const (
 	// one holds it, and the sender is a linked member without RouterGroup.
 	unheld
 	// unjudged: the source address is one only a lease or claim gives,
-	// not looked up yet. The frame passes; the core looks the holder up.
+	// not looked up yet. The frame waits in the core, which looks the
+	// holder up (holdFrame).
 	unjudged
 )
 
