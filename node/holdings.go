@@ -174,7 +174,7 @@ func (n *Node) holdFrame(f heldFrame, a netip.Addr, now time.Time) {
 	key, subnet, ok := n.holderKey(a)
 	_, asking := h.asking[key]
 	switch {
-	case ok && n.keptHolding(a, subnet), !ok || !asking && len(h.asking) >= maxAsking:
+	case !ok || !asking && len(h.asking) >= maxAsking, n.known(a, subnet):
 		// Judged on the answer kept, once published; with none to wait
 		// for, it passes (and never comes back here).
 		n.publishIfDirty()
@@ -192,16 +192,23 @@ func (n *Node) holdFrame(f heldFrame, a netip.Addr, now time.Time) {
 	}
 }
 
-// keptHolding reports whether the node has an answer for a's lease, or
-// for subnet's claim when subnet is valid.
-func (n *Node) keptHolding(a netip.Addr, subnet netip.Prefix) bool {
+// known reports whether the node has an answer for a's lease, or for
+// subnet's claim.
+func (n *Node) known(a netip.Addr, subnet netip.Prefix) bool {
+	_, ok := n.kept(a, subnet)
+	return ok
+}
+
+// kept is the answer the node has for a's lease, or for subnet's claim
+// when subnet is valid, if it has one.
+func (n *Node) kept(a netip.Addr, subnet netip.Prefix) (holding, bool) {
 	h := &n.svc.holdings
 	if subnet.IsValid() {
-		_, ok := h.subnets[subnet]
-		return ok
+		c, ok := h.subnets[subnet]
+		return c, ok
 	}
-	_, ok := h.leases[a]
-	return ok
+	l, ok := h.leases[a]
+	return l, ok
 }
 
 // releaseHeld runs the frames that waited for the lookup of key, now
@@ -246,21 +253,10 @@ func (n *Node) recheckDropped(frame []byte, src netip.Addr, origin nid.ID, now t
 	if !src.IsValid() {
 		return
 	}
-	if kept, ok := h.leases[src]; ok {
-		if now.Sub(kept.checked) >= recheckDroppedAfter {
-			n.askHolder(src, netip.Prefix{}, origin, now)
+	if _, subnet, ok := n.holderKey(src); ok {
+		if kept, known := n.kept(src, subnet); known && now.Sub(kept.checked) >= recheckDroppedAfter {
+			n.askHolder(src, subnet, origin, now)
 		}
-		return
-	}
-	for _, r := range n.snap.Load().subnetRanges {
-		if !r.prefix.Contains(src) {
-			continue
-		}
-		p := netip.PrefixFrom(src, r.bits).Masked()
-		if kept, ok := h.subnets[p]; ok && now.Sub(kept.checked) >= recheckDroppedAfter {
-			n.askHolder(src, p, origin, now)
-		}
-		return
 	}
 }
 
