@@ -61,6 +61,7 @@ var (
 	linkRxPackets  = counterOf("link_receive_packets_total", "Packets received from a peer over its current link.", "node_id", "peer")
 	linkTxPackets  = counterOf("link_transmit_packets_total", "Packets sent to a peer over its current link.", "node_id", "peer")
 	linkRTT        = gaugeOf("link_rtt_seconds", "Round trip of a link's last handshake.", "node_id", "peer")
+	peerCertExpiry = gaugeOf("peer_certificate_expiry_timestamp_seconds", "When a linked peer's certificate expires, in seconds since 1970; its links end then.", "node_id", "peer")
 	rxBytes        = counterOf("receive_bytes_total", "Bytes received over all links, including links that are gone.")
 	txBytes        = counterOf("transmit_bytes_total", "Bytes sent over all links, including links that are gone.")
 	rxPackets      = counterOf("receive_packets_total", "Packets received over all links, including links that are gone.")
@@ -289,6 +290,7 @@ func (c *Collector) collectLinks(s *scrape, st runtime.Status) {
 	type peerKey struct{ name, id string }
 	perPeer := map[peerKey][4]uint64{}
 	rtt := map[peerKey]float64{}
+	certExpiries := map[peerKey]float64{}
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -319,6 +321,9 @@ func (c *Collector) collectLinks(s *scrape, st runtime.Status) {
 		if l.RTT > 0 {
 			rtt[pk] = l.RTT / 1000
 		}
+		if !l.CertNotAfter.IsZero() {
+			certExpiries[pk] = float64(l.CertNotAfter.Unix())
+		}
 	}
 	c.lastSeen = seen
 
@@ -334,6 +339,9 @@ func (c *Collector) collectLinks(s *scrape, st runtime.Status) {
 	}
 	for _, pk := range sortedBy(rtt, func(p peerKey) string { return p.name + " " + p.id }) {
 		s.add(linkRTT, rtt[pk], pk.id, pk.name)
+	}
+	for _, pk := range sortedBy(certExpiries, func(p peerKey) string { return p.name + " " + p.id }) {
+		s.add(peerCertExpiry, certExpiries[pk], pk.id, pk.name)
 	}
 	s.add(rxBytes, c.totals[0])
 	s.add(txBytes, c.totals[1])

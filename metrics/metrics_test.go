@@ -38,7 +38,8 @@ func sampleStatus() runtime.Status {
 		Status: node.Status{
 			NodeID: "a1a1a1a1000000000000000000000000",
 			Links: []node.LinkStatus{
-				{Peer: "beta", NodeID: betaID, Port: 1, State: "up", Path: "direct", RTT: 2, RxBytes: 1000, TxBytes: 400, RxPackets: 10, TxPackets: 4},
+				{Peer: "beta", NodeID: betaID, Port: 1, State: "up", Path: "direct", RTT: 2, RxBytes: 1000, TxBytes: 400, RxPackets: 10, TxPackets: 4,
+					CertNotAfter: time.Unix(1790000000, 0)},
 				{Peer: "gamma", NodeID: gammaID, Port: 2, State: "up", Path: "relay", RxBytes: 500, TxBytes: 100, RxPackets: 5, TxPackets: 1},
 				{Port: 3, State: "connecting", Path: "direct", TxBytes: 148, TxPackets: 1},
 			},
@@ -134,6 +135,7 @@ func TestCollectorReportsTheStatus(t *testing.T) {
 		{"burrow_link_receive_bytes_total", []string{"peer=beta", "node_id=b2b2b2b2"}, 1000},
 		{"burrow_link_transmit_packets_total", []string{"peer=gamma", "node_id=c3c3c3c3"}, 1},
 		{"burrow_link_rtt_seconds", []string{"peer=beta", "node_id=b2b2b2b2"}, 0.002},
+		{"burrow_peer_certificate_expiry_timestamp_seconds", []string{"peer=beta", "node_id=b2b2b2b2"}, 1790000000},
 		{"burrow_receive_bytes_total", nil, 1500},
 		{"burrow_transmit_bytes_total", nil, 648},
 		{"burrow_receive_packets_total", nil, 15},

@@ -72,6 +72,9 @@ type LinkStatus struct {
 	TxPackets     uint64    `json:"tx_packets"`
 	// Punch is the birthday probing toward the peer, when there was any.
 	Punch *PunchStatus `json:"punch,omitempty"`
+	// CertNotAfter is when the peer's certificate expires: its handshakes
+	// fail from then on, and with them the link.
+	CertNotAfter time.Time `json:"cert_not_after,omitzero"`
 }
 
 // DialStatus describes a configured peer the node keeps a link to.
@@ -125,7 +128,7 @@ func (n *Node) Status() Status {
 			RxBytes: l.Counters.RxBytes.Load(), TxBytes: l.Counters.TxBytes.Load(),
 			RxPackets: l.Counters.RxPackets.Load(), TxPackets: l.Counters.TxPackets.Load(),
 			ProbeRTT: l.Counters.ProbeRTT().Seconds() * 1000, Suspect: l.Suspect(),
-			Punch: n.punchStatus(l.Peer.ID),
+			Punch: n.punchStatus(l.Peer.ID), CertNotAfter: l.Peer.NotAfter,
 		}
 		if l.Up() {
 			ls.State, ls.Since = "up", l.Since

@@ -474,6 +474,17 @@ func (d *Daemon) closeIO() {
 // Node ID of the running daemon.
 func (d *Daemon) NodeID() nid.ID { return d.node.Self() }
 
+// linkedPeers are the peers of the node's up links; the core's to call.
+func (d *Daemon) linkedPeers() []link.Peer {
+	var peers []link.Peer
+	for _, l := range d.node.Links().Links() {
+		if l.Up() {
+			peers = append(peers, l.Peer)
+		}
+	}
+	return peers
+}
+
 // call runs f on the core goroutine and waits for it.
 func (d *Daemon) call(f func()) error {
 	finished := make(chan struct{})
@@ -505,6 +516,7 @@ func (d *Daemon) runCore(ctx context.Context) {
 	expiry.check(time.Now())
 	d.serveCore(ctx, timer, save.C, func() {
 		expiry.check(time.Now())
+		expiry.checkPeers(d.linkedPeers(), time.Now())
 		if peers := d.node.Remembered(); saveRemembered(d.cfg.StateDir, peers, saved) {
 			saved = peers
 		}

@@ -73,13 +73,14 @@ func newPeersCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			rows := peerRows(st, time.Now())
+			now := time.Now()
+			rows := peerRows(st, now)
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
 				return enc.Encode(rows)
 			}
-			printPeers(cmd.OutOrStdout(), rows)
+			printPeers(cmd.OutOrStdout(), rows, now)
 			return nil
 		},
 	}
@@ -108,6 +109,8 @@ type peerRow struct {
 	HandshakeAge *float64 `json:"handshake_age_s,omitempty"`
 	// Punch is the birthday probing toward the peer, when there was any.
 	Punch *node.PunchStatus `json:"punch,omitempty"`
+	// CertNotAfter is when the peer's certificate expires.
+	CertNotAfter time.Time `json:"cert_not_after,omitzero"`
 }
 
 // peerRows joins each link with the overlay's reasons for it.
@@ -123,7 +126,7 @@ func peerRows(st *runtime.Status, now time.Time) []peerRow {
 			Peer: l.Peer, NodeID: l.NodeID, Kinds: nonNil(ol.Local), PeerKinds: nonNil(ol.Remote),
 			State: l.State, Path: l.Path, Endpoint: l.Endpoint,
 			RxBytes: l.RxBytes, TxBytes: l.TxBytes, RxPackets: l.RxPackets, TxPackets: l.TxPackets,
-			LastHandshake: l.LastHandshake, Punch: l.Punch,
+			LastHandshake: l.LastHandshake, Punch: l.Punch, CertNotAfter: l.CertNotAfter,
 		}
 		if l.RTT > 0 {
 			rtt := l.RTT
@@ -165,7 +168,7 @@ func (r peerRow) kindText() string {
 	return "-"
 }
 
-func printPeers(w io.Writer, rows []peerRow) {
+func printPeers(w io.Writer, rows []peerRow, now time.Time) {
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PEER\tNODE ID\tKIND\tSTATE\tPATH\tENDPOINT\tRTT\tRX\tTX\tHANDSHAKE")
 	for _, r := range rows {
@@ -182,6 +185,12 @@ func printPeers(w io.Writer, rows []peerRow) {
 	tw.Flush()
 	if len(rows) == 0 {
 		fmt.Fprintln(w, "no links yet: check overlay.bootstrap or peers in the configuration, and 'burrow status' for dials")
+	}
+	for _, r := range rows {
+		if !r.CertNotAfter.IsZero() && now.Add(runtime.CertificateWarning).After(r.CertNotAfter) {
+			fmt.Fprintf(w, "%s's certificate expires on %s, in %d days: its links end then; sign it a new one where the CA key is (burrow cert sign) and install it on that node\n",
+				orDash(r.Peer), r.CertNotAfter.Format(time.DateOnly), int(r.CertNotAfter.Sub(now).Hours()/24))
+		}
 	}
 }
 

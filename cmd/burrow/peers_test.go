@@ -36,7 +36,7 @@ func sampleStatus(now time.Time) *runtime.Status {
 				{Peer: "beta", NodeID: betaID, State: "up", Path: "relay", Endpoint: "192.0.2.2:51820", RTT: 1.25,
 					LastHandshake: now.Add(-90 * time.Second), RxBytes: 2048, TxBytes: 10, RxPackets: 2, TxPackets: 1},
 				{Peer: "gamma", NodeID: gammaID, State: "up", Path: "direct", Endpoint: "192.0.2.3:51820",
-					LastHandshake: now.Add(-5 * time.Second)},
+					LastHandshake: now.Add(-5 * time.Second), CertNotAfter: now.Add(12*24*time.Hour + time.Hour)},
 				{State: "connecting", Path: "direct", Endpoint: "192.0.2.9:51820"},
 			},
 			Overlay: node.OverlayStatus{
@@ -92,8 +92,11 @@ func TestPeersShowsOneRowPerLink(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 4 {
-		t.Fatalf("want a header and 3 rows:\n%s", out)
+	if len(lines) != 5 {
+		t.Fatalf("want a header, 3 rows and a line on gamma's certificate:\n%s", out)
+	}
+	if !strings.HasPrefix(lines[4], "gamma's certificate expires on ") || !strings.Contains(lines[4], "in 12 days") || strings.Contains(out, "beta's certificate") {
+		t.Errorf("want a warning of gamma's certificate, 12 days from its end, and none of beta's:\n%s", out)
 	}
 	for i, want := range [][]string{
 		{"PEER", "NODE ID", "KIND", "PATH", "RTT", "HANDSHAKE"},
