@@ -46,14 +46,19 @@ type Link struct {
 	// last looked at: the core ranks the path on every tick, and reading
 	// the endpoint itself costs a cache miss per link. Only the core
 	// touches these two; the data path only moves endpoint.
-	rankedRank     int8
-	current        *Session // used for sending
-	rekey          *pending // handshake in flight to replace current
-	endpoint       atomic.Pointer[Endpoint]
-	rankedEndpoint *Endpoint
-	sessions       []*Session // accepted for receiving, newest last
-	upgradeAt  time.Time
-	rekeyAt    time.Time // earliest next rekey attempt
+	rankedRank int8
+	// bestCandidate is the highest rank among the candidates (-1 for
+	// none), fallbackCandidate whether one is a fallback, so that timers
+	// and deadlines need not go through them.
+	bestCandidate     int8
+	fallbackCandidate bool
+	current           *Session // used for sending
+	rekey             *pending // handshake in flight to replace current
+	endpoint          atomic.Pointer[Endpoint]
+	rankedEndpoint    *Endpoint
+	sessions          []*Session // accepted for receiving, newest last
+	upgradeAt         time.Time
+	rekeyAt           time.Time // earliest next rekey attempt
 	// rekeyDue and sessionsDue are the deadlines that come from the
 	// sessions, kept by sessionsChanged: reading the sessions themselves
 	// after every event would take a cache line or two per session.
@@ -68,12 +73,8 @@ type Link struct {
 	// measure of the path for choosing relays.
 	RTT time.Duration
 	// candidates are the peer's known endpoints; a link on a worse path
-	// keeps trying them to upgrade. bestCandidate is the highest rank
-	// among them (-1 for none), fallbackCandidate whether one is a
-	// fallback, so that deadlines need not go through them.
-	candidates        []Endpoint
-	bestCandidate     int8
-	fallbackCandidate bool
+	// keeps trying them to upgrade.
+	candidates []Endpoint
 	upgradeGap time.Duration // grows from firstUpgrade to upgradeEvery
 	fallbackAt time.Time     // earliest next fallback handshake
 	created    time.Time
