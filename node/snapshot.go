@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -304,10 +305,7 @@ func (n *Node) publish() {
 		s.flows = prev.flows
 	}
 	if prev == nil || n.dirty&dirtyMACs != 0 {
-		s.macs = make(map[l2.MAC]macView, n.learn.Len())
-		n.learn.Each(func(mac l2.MAC, e flood.Entry) {
-			s.macs[mac] = macView{port: uint32(e.Port), root: e.Root, seen: e.LastSeen.UnixNano()}
-		})
+		s.macs = n.publishMACs(prev)
 	} else {
 		s.macs = prev.macs
 	}
@@ -318,6 +316,35 @@ func (n *Node) publish() {
 	}
 	n.snap.Store(s)
 	n.dirty = 0
+}
+
+// publishMACs is the learning table as the data path sees it: the
+// previous snapshot's copy with the entries that changed since, or, when
+// the table did not keep track or there is none, a new copy. Copying and
+// patching the map costs a fraction of building it; a node learning the
+// sources of a few dozen broadcasts rebuilt its whole table for each.
+func (n *Node) publishMACs(prev *snapshot) map[l2.MAC]macView {
+	defer n.learn.ClearChanges()
+	changed, kept := n.learn.Changes()
+	if prev != nil && kept {
+		macs := maps.Clone(prev.macs)
+		for _, mac := range changed {
+			if e, ok := n.learn.Lookup(mac); ok {
+				macs[mac] = viewOf(e)
+			} else {
+				delete(macs, mac)
+			}
+		}
+		return macs
+	}
+	macs := make(map[l2.MAC]macView, n.learn.Len())
+	n.learn.Each(func(mac l2.MAC, e flood.Entry) { macs[mac] = viewOf(e) })
+	return macs
+}
+
+// viewOf is a learning-table entry as the data path sees it.
+func viewOf(e flood.Entry) macView {
+	return macView{port: uint32(e.Port), root: e.Root, seen: e.LastSeen.UnixNano()}
 }
 
 func (n *Node) publishLinks(s *snapshot) {
