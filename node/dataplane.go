@@ -113,7 +113,7 @@ func (w *Worker) flow(s *snapshot, key flowKey) *recentFlow {
 // source, so a member that sends frames with a MAC learned behind another
 // bridge, over a link of its own, is judged as itself.
 func (s *snapshot) unnamedSource(key flowKey) nid.ID {
-	if m, ok := s.macs[key.src]; ok && m.port == key.in {
+	if m, ok := s.macs.lookup(key.src); ok && m.port == key.in {
 		return m.root
 	}
 	if p := s.ports[key.in]; p != nil && key.in != localPort {
@@ -220,10 +220,10 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 // (so the core has nothing to install), its source is already learned
 // here, and it is not for the services' addresses.
 func (s *snapshot) floodsOnItsOwn(key flowKey) bool {
-	if _, known := s.macs[key.dst]; known {
+	if _, known := s.macs.lookup(key.dst); known {
 		return false
 	}
-	if src, ok := s.macs[key.src]; !ok || src.port != localPort {
+	if src, ok := s.macs.lookup(key.src); !ok || src.port != localPort {
 		return false
 	}
 	return !slices.Contains(s.serviceMACs, key.dst)
@@ -627,7 +627,7 @@ func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
 	if m.Kind != flood.Broadcast || src.IsMulticast() {
 		return false
 	}
-	v, known := s.macs[src]
+	v, known := s.macs.lookup(src)
 	return !known || v.port != in || v.root != m.Root || now-v.seen >= int64(macRefresh)
 }
 
