@@ -55,6 +55,14 @@ type Table struct {
 	age   list // every entry, most recently seen first
 	roots map[nid.ID]list
 	ports map[Port]list
+
+	// changes are the MACs whose entries were learned, moved, refreshed
+	// or removed since the last ClearChanges, each once (slot.noted), so
+	// that a copy of the table can follow it without a rebuild. Past
+	// more changes than entries, changesLost replaces them: rebuilding
+	// the copy is then as cheap.
+	changes     []l2.MAC
+	changesLost bool
 }
 
 // chain selects one of the lists an entry is threaded on.
@@ -75,6 +83,7 @@ type links struct{ prev, next int32 }
 
 type slot struct {
 	mac   l2.MAC
+	noted bool // mac is in changes
 	entry Entry
 	links [numChains]links
 }
@@ -116,6 +125,7 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 		t.push(&t.age, byAge, i)
 		join(t, t.roots, root, byRoot, i)
 		join(t, t.ports, port, byPort, i)
+		t.note(i)
 		return true
 	}
 	e := &t.slots[i].entry
@@ -134,6 +144,7 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 	e.LastSeen = now
 	t.unlink(&t.age, byAge, i)
 	t.push(&t.age, byAge, i)
+	t.note(i)
 	return changed
 }
 
@@ -192,6 +203,7 @@ func (t *Table) Reroute(port Port) int {
 			leave(t, t.ports, port, byPort, i)
 			join(t, t.ports, RoutedPort, byPort, i)
 			s.entry.Port = RoutedPort
+			t.note(i)
 			n++
 		}
 		i = next
@@ -213,6 +225,39 @@ func (t *Table) Expire(now time.Time) int {
 // Len is the number of MACs in the table.
 func (t *Table) Len() int { return len(t.slotOf) }
 
+// Changes returns the MACs whose entries were learned, moved, refreshed
+// or removed since the last ClearChanges, in no particular order, and
+// whether it kept track: when not, any entry may have changed. The slice
+// is valid until the table changes.
+func (t *Table) Changes() ([]l2.MAC, bool) { return t.changes, !t.changesLost }
+
+// ClearChanges starts tracking changes afresh.
+func (t *Table) ClearChanges() {
+	for _, mac := range t.changes {
+		if i, ok := t.slotOf[mac]; ok {
+			t.slots[i].noted = false
+		}
+	}
+	t.changes, t.changesLost = t.changes[:0], false
+}
+
+// note records that the entry in slot i changed.
+func (t *Table) note(i int32) {
+	s := &t.slots[i]
+	if s.noted || t.changesLost {
+		return
+	}
+	if len(t.changes) >= max(len(t.slotOf), minTrackedChanges) {
+		t.changesLost = true
+		return
+	}
+	s.noted = true
+	t.changes = append(t.changes, s.mac)
+}
+
+// minTrackedChanges keeps a nearly empty table tracking changes.
+const minTrackedChanges = 16
+
 // Roots is the number of bridges with at least one known leaf.
 func (t *Table) Roots() int { return len(t.roots) }
 
@@ -226,6 +271,7 @@ func (t *Table) alloc() int32 {
 }
 
 func (t *Table) remove(i int32) {
+	t.note(i)
 	s := &t.slots[i]
 	delete(t.slotOf, s.mac)
 	t.unlink(&t.age, byAge, i)

@@ -2,6 +2,7 @@ package flood
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -274,6 +275,57 @@ func TestTableMatchesModel(t *testing.T) {
 				if got := sortedLeaves(tab, root); !slices.Equal(got, leaves) {
 					t.Fatalf("Leaves(%v) = %v, model %v", root.Short(), got, leaves)
 				}
+			}
+		}
+	})
+}
+
+// TestChangesKeepACopyInStep follows a table with a copy that only
+// applies the changes the table reports (rebuilt when it lost track),
+// as the core's published snapshot does, and checks that the copy always
+// equals the table.
+func TestChangesKeepACopyInStep(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		tab := NewTable(rapid.IntRange(1, 24).Draw(t, "limit"), 10*time.Second)
+		whole := func() map[l2.MAC]Entry {
+			out := map[l2.MAC]Entry{}
+			tab.Each(func(m l2.MAC, e Entry) { out[m] = e })
+			return out
+		}
+		mirror := whole()
+		tab.ClearChanges()
+		now := epoch
+		for range rapid.IntRange(1, 120).Draw(t, "steps") {
+			now = now.Add(time.Duration(rapid.IntRange(0, 3).Draw(t, "advance")) * time.Second)
+			m := mac(rapid.IntRange(0, 40).Draw(t, "mac"))
+			switch rapid.IntRange(0, 4).Draw(t, "op") {
+			case 0, 1:
+				tab.Learn(m, Port(rapid.IntRange(0, 3).Draw(t, "port")), nid.ID{byte(rapid.IntRange(0, 2).Draw(t, "root"))}, now)
+			case 2:
+				tab.Reroute(Port(rapid.IntRange(0, 3).Draw(t, "port")))
+			case 3:
+				tab.Expire(now)
+			case 4:
+				tab.Forget(m)
+			}
+			if !rapid.Bool().Draw(t, "sync") {
+				continue
+			}
+			changed, kept := tab.Changes()
+			if kept {
+				for _, c := range changed {
+					if e, ok := tab.Lookup(c); ok {
+						mirror[c] = e
+					} else {
+						delete(mirror, c)
+					}
+				}
+			} else {
+				mirror = whole()
+			}
+			tab.ClearChanges()
+			if want := whole(); !maps.Equal(mirror, want) {
+				t.Fatalf("copy following the changes (kept: %v) = %v, table %v", kept, mirror, want)
 			}
 		}
 	})

@@ -250,7 +250,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	}
 	if l == nil {
 		m.nextPort++
-		l = &Link{Port: m.nextPort, Peer: peer, created: now, peerBoot: boot}
+		l = &Link{Port: m.nextPort, Peer: peer, created: now, peerBoot: boot, bestCandidate: -1}
 		m.links[peer.ID] = l
 		i, _ := m.linkIndex(peer.ID)
 		m.byID = slices.Insert(m.byID, i, l)

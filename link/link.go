@@ -41,13 +41,24 @@ type Link struct {
 	suspect bool
 	// unanswered: the link went down because its probes were not answered.
 	unanswered bool
-	removed    bool     // Down took it out of the Manager
-	current    *Session // used for sending
-	rekey      *pending // handshake in flight to replace current
-	endpoint   atomic.Pointer[Endpoint]
-	sessions   []*Session // accepted for receiving, newest last
-	upgradeAt  time.Time
-	rekeyAt    time.Time // earliest next rekey attempt
+	removed    bool // Down took it out of the Manager
+	// rankedRank is the rank of rankedEndpoint, the endpoint the core
+	// last looked at: the core ranks the path on every tick, and reading
+	// the endpoint itself costs a cache miss per link. Only the core
+	// touches these two; the data path only moves endpoint.
+	rankedRank int8
+	// bestCandidate is the highest rank among the candidates (-1 for
+	// none), fallbackCandidate whether one is a fallback, so that timers
+	// and deadlines need not go through them.
+	bestCandidate     int8
+	fallbackCandidate bool
+	current           *Session // used for sending
+	rekey             *pending // handshake in flight to replace current
+	endpoint          atomic.Pointer[Endpoint]
+	rankedEndpoint    *Endpoint
+	sessions          []*Session // accepted for receiving, newest last
+	upgradeAt         time.Time
+	rekeyAt           time.Time // earliest next rekey attempt
 	// rekeyDue and sessionsDue are the deadlines that come from the
 	// sessions, kept by sessionsChanged: reading the sessions themselves
 	// after every event would take a cache line or two per session.
@@ -75,6 +86,24 @@ type Link struct {
 // Endpoint is where the peer's datagrams currently come from.
 func (l *Link) Endpoint() Endpoint { return *l.endpoint.Load() }
 
+// pathRank is the rank of the current endpoint. The core only: it keeps
+// the rank of the endpoint it saw last, which the data path may replace
+// (always with a new pointer) but does not change.
+func (l *Link) pathRank() int {
+	if ep := l.endpoint.Load(); ep != l.rankedEndpoint {
+		l.rankedEndpoint, l.rankedRank = ep, int8(ep.rank())
+	}
+	return int(l.rankedRank)
+}
+
+// Relayed reports whether the link's datagrams travel inside another
+// link. The core only, like pathRank.
+func (l *Link) Relayed() bool { return l.pathRank() == 0 }
+
+// OnBestPath reports whether no kind of path beats the link's current
+// one. The core only, like pathRank.
+func (l *Link) OnBestPath() bool { return l.pathRank() == bestRank }
+
 // SetEndpoint records where an authenticated datagram of the peer came
 // from (roaming, NAT rebinding, an upgraded path). A worse kind of path
 // does not replace a better one: the better one may just be quieter.
@@ -93,6 +122,8 @@ func (l *Link) AddCandidates(eps []Endpoint) {
 	for _, ep := range eps {
 		if !slices.Contains(l.candidates, ep) {
 			l.candidates = append(l.candidates, ep)
+			l.bestCandidate = max(l.bestCandidate, int8(ep.rank()))
+			l.fallbackCandidate = l.fallbackCandidate || isFallback(ep)
 		}
 	}
 }
@@ -100,7 +131,7 @@ func (l *Link) AddCandidates(eps []Endpoint) {
 // betterCandidates are the candidates on a better kind of path than the
 // current one.
 func (l *Link) betterCandidates() []Endpoint {
-	cur := l.Endpoint().rank()
+	cur := l.pathRank()
 	var out []Endpoint
 	for _, c := range l.candidates {
 		if c.rank() > cur {
@@ -115,7 +146,7 @@ func (l *Link) betterCandidates() []Endpoint {
 // quiet, so the link moves there before it would be declared dead.
 // Relays are left to the dial that follows a link gone down.
 func (l *Link) fallbackCandidates() []Endpoint {
-	if !l.Endpoint().IsBest() {
+	if !l.OnBestPath() {
 		return nil
 	}
 	var out []Endpoint
@@ -130,7 +161,7 @@ func (l *Link) fallbackCandidates() []Endpoint {
 // hasFallbackCandidate reports whether fallbackCandidates has any, without
 // building them.
 func (l *Link) hasFallbackCandidate() bool {
-	return l.Endpoint().IsBest() && slices.ContainsFunc(l.candidates, isFallback)
+	return l.fallbackCandidate && l.OnBestPath()
 }
 
 // isFallback says c is a direct path worse than IPv6.
@@ -178,16 +209,7 @@ func (l *Link) sessionsChanged(t Timers) {
 // hasBetterCandidate reports whether betterCandidates has any, without
 // building them.
 func (l *Link) hasBetterCandidate() bool {
-	cur := l.Endpoint().rank()
-	if cur == bestRank {
-		return false
-	}
-	for _, c := range l.candidates {
-		if c.rank() > cur {
-			return true
-		}
-	}
-	return false
+	return int(l.bestCandidate) > l.pathRank()
 }
 
 // Up reports whether the link carries traffic.

@@ -180,8 +180,8 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 // the upgrade probes bring it back to IPv6 once that works again.
 func (m *Manager) tryFallback(l *Link, now time.Time) {
 	t := m.timers
-	if l.rekey != nil || !l.suspect && (now.Before(l.fallbackAt) || now.Before(l.fallbackDue(t))) {
-		return
+	if !l.hasFallbackCandidate() || l.rekey != nil || !l.suspect && (now.Before(l.fallbackAt) || now.Before(l.fallbackDue(t))) {
+		return // without a fallback candidate, there is nothing to try
 	}
 	worse := l.fallbackCandidates()
 	if len(worse) == 0 {

@@ -186,10 +186,10 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 // (so the core has nothing to install), its source is already learned
 // here, and it is not for the services' addresses.
 func (s *snapshot) floodsOnItsOwn(key flowKey) bool {
-	if _, known := s.macs[key.dst]; known {
+	if _, known := s.macs.lookup(key.dst); known {
 		return false
 	}
-	if src, ok := s.macs[key.src]; !ok || src.port != localPort {
+	if src, ok := s.macs.lookup(key.src); !ok || src.port != localPort {
 		return false
 	}
 	return !slices.Contains(s.serviceMACs, key.dst)
@@ -614,7 +614,7 @@ func (s *snapshot) teaches(m flood.FRB, in uint32, now int64) bool {
 	if m.Kind != flood.Broadcast || src.IsMulticast() {
 		return false
 	}
-	v, known := s.macs[src]
+	v, known := s.macs.lookup(src)
 	return !known || v.port != in || v.root != m.Root || now-v.seen >= int64(macRefresh)
 }
 

@@ -89,7 +89,7 @@ func (n *Node) reconcile(now time.Time) {
 		}
 		ps.local = want[id] | sticky
 		l := n.upLink(id)
-		if l != nil && n.mayUpgrade(l.Endpoint()) {
+		if l != nil && n.mayUpgrade(l) {
 			// Both ends must keep probing the direct path for hole punching
 			// to work, so a relayed link learns every candidate we hear of.
 			l.AddCandidates(n.candidates(ps.info))

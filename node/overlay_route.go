@@ -214,7 +214,7 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 			if m.Ask && !m.Closing {
 				n.announce(from, ps, true)
 			}
-			if m.From.ID == from.Peer.ID && n.mayUpgrade(from.Endpoint()) {
+			if m.From.ID == from.Peer.ID && n.mayUpgrade(from) {
 				// The peer's current candidates, straight from it: a link
 				// that came up relayed starts punching toward them at once
 				// rather than after the next ring exchange (and one that

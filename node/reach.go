@@ -111,12 +111,12 @@ func (n *Node) hasIPv6() bool {
 	return slices.ContainsFunc(n.ov.cfg.Advertise, func(ep netip.AddrPort) bool { return ep.Addr().Is6() && !ep.Addr().Is4In6() })
 }
 
-// mayUpgrade reports whether a link on path ep should learn the peer's
-// candidates as they are heard of, to move to a better path: a relayed
-// link, to punch a direct one, and where this node has IPv6, a link not
-// yet on a direct IPv6 path.
-func (n *Node) mayUpgrade(ep link.Endpoint) bool {
-	return ep.IsRelay() || (!ep.IsBest() && n.hasIPv6())
+// mayUpgrade reports whether link l should learn the peer's candidates
+// as they are heard of, to move to a better path: a relayed link, to
+// punch a direct one, and where this node has IPv6, a link not yet on a
+// direct IPv6 path.
+func (n *Node) mayUpgrade(l *link.Link) bool {
+	return l.Relayed() || (!l.OnBestPath() && n.hasIPv6())
 }
 
 // NewSTUNLimiter bounds the STUN requests a node answers: ten a second

@@ -71,6 +71,9 @@ type servicesState struct {
 	// registered remembers local addresses published in the DHT and when.
 	registered map[netip.Addr]time.Time
 	ringSig    []nid.ID // predecessor and successors last told to the DHT
+	// ringNow is ringChangedForDHT's working memory, kept for its
+	// capacity: it runs at every tick.
+	ringNow []nid.ID
 	// started: the node has found its place on the ring (or has no one to
 	// join), so writes land where the rest of the network looks for them.
 	// Until then a node alone would take every key as its own.
@@ -483,17 +486,19 @@ func (n *Node) servicesTick(now time.Time) {
 // ringChangedForDHT tells the DHT when the predecessor or successors
 // changed, so it moves replicas.
 func (n *Node) ringChangedForDHT(now time.Time) {
-	sig := []nid.ID{}
+	sig := n.svc.ringNow[:0]
 	if p, ok := n.ov.ring.Predecessor(); ok {
 		sig = append(sig, p.ID)
 	}
 	for _, s := range n.ov.ring.Successors(overlay.MaxSuccessors) {
 		sig = append(sig, s.ID)
 	}
-	if !slices.Equal(sig, n.svc.ringSig) {
-		n.svc.ringSig = sig
-		n.svc.kv.RingChanged(now)
+	if slices.Equal(sig, n.svc.ringSig) {
+		n.svc.ringNow = sig
+		return
 	}
+	n.svc.ringSig, n.svc.ringNow = sig, n.svc.ringSig
+	n.svc.kv.RingChanged(now)
 }
 
 // servicesDeadline is when the services next need a tick.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"maps"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -28,7 +29,7 @@ type snapshot struct {
 	flows     map[flowKey]route
 	// macs is the learning table as the data path needs it to flood on its
 	// own: where each known MAC was learned, and behind which bridge.
-	macs map[l2.MAC]macView
+	macs macTable
 	// serviceMACs are the addresses the node's own services answer as;
 	// frames to them always go to the core.
 	serviceMACs []l2.MAC
@@ -215,7 +216,8 @@ func (s *snapshot) floodSource(m flood.FRB) nid.ID {
 	if m.Kind == flood.Broadcast {
 		return m.Root
 	}
-	return s.macs[l2.MAC(m.Frame[6:12])].root
+	v, _ := s.macs.lookup(l2.MAC(m.Frame[6:12]))
+	return v.root
 }
 
 // macView is one learning-table entry as the data path sees it.
@@ -309,10 +311,7 @@ func (n *Node) publish() {
 		s.flows = prev.flows
 	}
 	if prev == nil || n.dirty&dirtyMACs != 0 {
-		s.macs = make(map[l2.MAC]macView, n.learn.Len())
-		n.learn.Each(func(mac l2.MAC, e flood.Entry) {
-			s.macs[mac] = macView{port: uint32(e.Port), root: e.Root, seen: e.LastSeen.UnixNano()}
-		})
+		s.macs = n.publishMACs(prev)
 	} else {
 		s.macs = prev.macs
 	}
@@ -323,6 +322,60 @@ func (n *Node) publish() {
 	}
 	n.snap.Store(s)
 	n.dirty = 0
+}
+
+// macTable is the learning table as the data path sees it, split by MAC
+// into shards: publishing a change copies the shards it touches, not the
+// whole table. Rebuilding the whole table for every MAC learned made
+// half of all the simulator's allocations.
+type macTable [macShards]map[l2.MAC]macView
+
+const macShards = 8
+
+func macShard(mac l2.MAC) int { return int(mac[4]^mac[5]) % macShards }
+
+func (t *macTable) lookup(mac l2.MAC) (macView, bool) {
+	v, ok := t[macShard(mac)][mac]
+	return v, ok
+}
+
+// publishMACs is the learning table as the data path sees it: the
+// previous snapshot's, with copies of the shards holding the entries
+// that changed since, or, when the table did not keep track or there is
+// none, a new one.
+func (n *Node) publishMACs(prev *snapshot) macTable {
+	defer n.learn.ClearChanges()
+	changed, kept := n.learn.Changes()
+	var macs macTable
+	if prev != nil && kept {
+		macs = prev.macs
+		var copied [macShards]bool
+		for _, mac := range changed {
+			i := macShard(mac)
+			if !copied[i] {
+				copied[i] = true
+				if macs[i] = maps.Clone(macs[i]); macs[i] == nil {
+					macs[i] = make(map[l2.MAC]macView)
+				}
+			}
+			if e, ok := n.learn.Lookup(mac); ok {
+				macs[i][mac] = viewOf(e)
+			} else {
+				delete(macs[i], mac)
+			}
+		}
+		return macs
+	}
+	for i := range macs {
+		macs[i] = make(map[l2.MAC]macView, n.learn.Len()/macShards)
+	}
+	n.learn.Each(func(mac l2.MAC, e flood.Entry) { macs[macShard(mac)][mac] = viewOf(e) })
+	return macs
+}
+
+// viewOf is a learning-table entry as the data path sees it.
+func viewOf(e flood.Entry) macView {
+	return macView{port: uint32(e.Port), root: e.Root, seen: e.LastSeen.UnixNano()}
 }
 
 func (n *Node) publishLinks(s *snapshot) {

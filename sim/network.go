@@ -117,9 +117,7 @@ func (s *Sim) deliver(e *event) {
 		}
 	}
 	s.counted(from, e.flow, k, size)
-	s.handleSlow(n)
-	s.flush()
-	n.rearm()
+	s.handleSlowAndRearm(n)
 	if s.cfg.Observe != nil {
 		s.cfg.Observe(Delivery{At: s.Elapsed(), From: int(e.from), To: int(e.node), Size: size, Kind: k, Flow: int(e.flow), Hop: int(e.hop)})
 	}
@@ -146,9 +144,7 @@ func (s *Sim) fromHost(e *event) {
 		s.cur.flow = n.tag
 	}
 	n.core.Dataplane().FromTAP(&s.worker, l2.VirtioNetHdr{}, e.data, s.now)
-	s.handleSlow(n)
-	s.flush()
-	n.rearm()
+	s.handleSlowAndRearm(n)
 }
 
 // inject schedules a frame from node n's host at time at.

@@ -322,14 +322,25 @@ func (s *Sim) slowEvent(ev node.Event) {
 	n.slow = append(n.slow, ev)
 }
 
-// handleSlow hands the core what its data path could not finish, at the
-// same virtual instant.
-func (s *Sim) handleSlow(n *Node) {
+// handleSlowAndRearm hands the core what its data path could not finish,
+// at the same virtual instant, sends what either produced, and reschedules
+// the core's tick if the core ran. Like the daemon, which resets its timer
+// only after the core handled something, it leaves the tick alone after
+// the data path alone: that only receives and sends on links, which moves
+// deadlines later (keepalive and dead-peer timers), so the armed tick is
+// at worst early, and asking the core for its deadline after every
+// keepalive was a seventh of the run.
+func (s *Sim) handleSlowAndRearm(n *Node) {
+	handled := len(n.slow) > 0
 	for i := 0; i < len(n.slow); i++ {
 		n.core.Handle(n.slow[i], s.Now())
 	}
 	clear(n.slow)
 	n.slow = n.slow[:0]
+	s.flush()
+	if handled {
+		n.rearm()
+	}
 }
 
 // spinDelay defers a tick the core wants again at an instant it was
