@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"debug/buildinfo"
 	"fmt"
 	"os"
 	"os/exec"
@@ -44,15 +45,17 @@ type Machine struct {
 	Kernel      string
 	CPUModel    string
 	CPUs        int
-	// Commit is burrow's commit, empty outside a git work tree; Modified
-	// says the work tree's tracked files differ from it.
+	// Commit is the commit the measured binary was built from, as its
+	// build information says, else the commit of the work tree the run
+	// started in; empty when neither says. Modified says the binary was
+	// built from (or the work tree holds) changes not committed.
 	Commit   string
 	Modified bool
 	Burrow   string
 }
 
 // DescribeMachine gathers the header facts of the machine and of the
-// burrow work tree in the current directory.
+// burrow binary measured.
 func DescribeMachine(commandLine, burrow string) Machine {
 	m := Machine{CommandLine: commandLine, Burrow: burrow, CPUs: runtime.NumCPU()}
 	if data, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
@@ -60,6 +63,10 @@ func DescribeMachine(commandLine, burrow string) Machine {
 	}
 	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		m.CPUModel = cpuModel(string(data))
+	}
+	m.Commit, m.Modified = builtFrom(burrow)
+	if m.Commit != "" {
+		return m
 	}
 	if out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output(); err == nil {
 		m.Commit = strings.TrimSpace(string(out))
@@ -70,6 +77,26 @@ func DescribeMachine(commandLine, burrow string) Machine {
 		m.Modified = len(out) > 0
 	}
 	return m
+}
+
+// builtFrom is the commit a Go binary was built from and whether its
+// work tree had changes, from the build information Go writes into it;
+// an empty commit when the binary has none (built outside a work tree, or
+// with -buildvcs=false).
+func builtFrom(binary string) (commit string, modified bool) {
+	info, err := buildinfo.ReadFile(binary)
+	if err != nil {
+		return "", false
+	}
+	for _, s := range info.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			commit = s.Value[:min(len(s.Value), 7)]
+		case "vcs.modified":
+			modified = s.Value == "true"
+		}
+	}
+	return commit, modified
 }
 
 // cpuModel returns the first "model name" of /proc/cpuinfo.
@@ -146,7 +173,7 @@ func machineLines(m Machine, loadBefore, loadAfter string) string {
 	case commit == "":
 		commit = "unknown (not run in a git work tree)"
 	case m.Modified:
-		commit += " with uncommitted changes in the work tree"
+		commit += " with uncommitted changes"
 	}
 	return fmt.Sprintf("- command: `%s`\n"+
 		"- kernel %s; CPU: %d × %s; one-minute load average %s at the start, %s at the end\n"+
