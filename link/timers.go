@@ -183,12 +183,8 @@ func (m *Manager) tryFallback(l *Link, now time.Time) {
 	if !l.hasFallbackCandidate() || l.rekey != nil || !l.suspect && (now.Before(l.fallbackAt) || now.Before(l.fallbackDue(t))) {
 		return // without a fallback candidate, there is nothing to try
 	}
-	worse := l.fallbackCandidates()
-	if len(worse) == 0 {
-		return
-	}
 	l.fallbackAt = now.Add(t.HandshakeRetry)
-	if p, err := m.startHandshake(worse, now, t.HandshakeRetry); err == nil {
+	if p, err := m.startHandshake(l.fallbackCandidates(), now, t.HandshakeRetry); err == nil {
 		p.rekeyOf, p.fallback, l.rekey = l, true, p
 	}
 }

@@ -31,6 +31,10 @@ const (
 	// EventUnjudged names a source address, Addr, that a frame from the
 	// bridge Origin used and whose holder the core has not looked up yet.
 	EventUnjudged
+	// EventRelayWaiting says relayed datagrams began to wait for their
+	// pairs' shares: the core must tick soon to release them, should no
+	// more traffic pass through the data path to do it.
+	EventRelayWaiting
 )
 
 // Event is work for the core. Data is owned by the event.
@@ -675,11 +679,15 @@ func (d *Dataplane) relayOn(w *Worker, s *snapshot, in *port, plain []byte, now 
 		d.stats.drop(DropNoRoute)
 		return
 	}
+	waiting := d.relay.hasWaiting()
 	switch d.relay.admit(in.link.Peer.ID, to.link.Peer.ID, plain, now) {
 	case relayNow:
 		d.sendRelayed(w, to, in.link.Peer.ID, plain, now)
 	case relayQueued:
 		d.stats.RelayQueued.Add(1)
+		if !waiting {
+			w.Slow(Event{Kind: EventRelayWaiting})
+		}
 	case relayDropped:
 		d.stats.drop(DropRelayLimit)
 	}

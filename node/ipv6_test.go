@@ -40,14 +40,17 @@ func TestIPv6CandidatesOnlyFromADualStackNode(t *testing.T) {
 
 // Two dual-stack nodes that linked over IPv4 move to IPv6 without the link
 // going down; when IPv6 between them dies, the link comes back over IPv4.
-func TestDualStackLinkPrefersIPv6AndFallsBackToIPv4(t *testing.T) {
-	w := newTestNet(t, 2, 21)
-	a, b := w.nodes[0], w.nodes[1]
+// dualStackPairOnIPv6 links two dual-stack nodes over IPv4 and has a's
+// link move to b's IPv6 address, without going down, and b's to a's.
+func dualStackPairOnIPv6(t *testing.T, seed uint64) (w *testNet, a, b *testNode, l *link.Link) {
+	t.Helper()
+	w = newTestNet(t, 2, seed)
+	a, b = w.nodes[0], w.nodes[1]
 	w.giveIPv6(a)
 	w.giveIPv6(b)
 	w.connect(0, 1)
 	w.advance(time.Second, 100*time.Millisecond)
-	l := a.node.Links().Links()[b.node.Self()]
+	l = a.node.Links().Links()[b.node.Self()]
 	if l == nil || !l.Up() || l.Endpoint() != link.UDPEndpoint(b.addr) {
 		t.Fatalf("link a-b over IPv4: %+v", l)
 	}
@@ -60,6 +63,12 @@ func TestDualStackLinkPrefersIPv6AndFallsBackToIPv4(t *testing.T) {
 	if lb := b.node.Links().Links()[a.node.Self()]; lb == nil || lb.Endpoint() != link.UDPEndpoint(a.addr6) {
 		t.Fatalf("b's link to a is not on a's IPv6 address: %+v", lb)
 	}
+	return w, a, b, l
+}
+
+func TestDualStackLinkPrefersIPv6AndFallsBackToIPv4(t *testing.T) {
+	w, a, b, l := dualStackPairOnIPv6(t, 21)
+	since := l.Since
 	// IPv6 dies both ways; traffic keeps flowing, so the dead path is
 	// noticed in round trips, and the dial brings the link back on IPv4.
 	w.blocked = map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
@@ -137,18 +146,7 @@ func TestIdleDualStackLinkFallsBackBeforeItIsDead(t *testing.T) {
 // fallback's retry interval: the link falls back again rather than being
 // declared dead, as soon as it turns suspect.
 func TestDualStackLinkFallsBackAgainSoonAfter(t *testing.T) {
-	w := newTestNet(t, 2, 23)
-	a, b := w.nodes[0], w.nodes[1]
-	w.giveIPv6(a)
-	w.giveIPv6(b)
-	w.connect(0, 1)
-	w.advance(time.Second, 100*time.Millisecond)
-	l := a.node.Links().Links()[b.node.Self()]
-	l.AddCandidates([]link.Endpoint{link.UDPEndpoint(b.addr6)})
-	w.advance(2*time.Second, 100*time.Millisecond)
-	if l.Endpoint() != link.UDPEndpoint(b.addr6) {
-		t.Fatalf("a's link to b is on %v, not on IPv6", l.Endpoint())
-	}
+	w, a, b, l := dualStackPairOnIPv6(t, 23)
 	since := l.Since
 	dead := map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
 	// onPath passes traffic both ways in 10 ms steps until a's link to b

@@ -64,8 +64,10 @@ func TestALeaseMovesWithItsClient(t *testing.T) {
 	probes := 0
 	answer := func() {
 		for _, f := range v.tap {
-			a, err := l2.ParseARP(f[14:])
-			if len(f) > 14 && f[12] == 0x08 && f[13] == 0x06 && err == nil && a.Op == l2.ARPRequest && a.TargetIP == leased {
+			if len(f) <= 14 || f[12] != 0x08 || f[13] != 0x06 {
+				continue
+			}
+			if a, err := l2.ParseARP(f[14:]); err == nil && a.Op == l2.ARPRequest && a.TargetIP == leased {
 				probes++
 				if answering {
 					v.fromTAP(arpFrame(l2.ARPReply, client, leased, a.SenderMAC, a.SenderIP))
@@ -74,10 +76,17 @@ func TestALeaseMovesWithItsClient(t *testing.T) {
 		}
 		v.tap = nil
 	}
+	// The daemon ticks the core at its next deadline: while v probes, that
+	// must come by the next probe.
 	moveTo := func(to *testNode) {
 		to.fromTAP(dhcpRequest(t, client, leased))
 		for range 30 {
 			w.advance(100*time.Millisecond, 100*time.Millisecond)
+			if len(v.node.svc.moves.checks) > 0 {
+				if next := v.node.NextDeadline(w.now); next.Sub(w.now) > moveProbeGap {
+					t.Fatalf("while v probes for its client, its next tick is %v away, after its next probe is due", next.Sub(w.now))
+				}
+			}
 			answer()
 		}
 	}

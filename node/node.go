@@ -233,6 +233,8 @@ func (n *Node) Handle(ev Event, now time.Time) {
 		}
 	case EventUnjudged:
 		n.holdFrame(heldFrame{frame: ev.Data, off: ev.Offload, origin: ev.Origin}, ev.Addr, now)
+	case EventRelayWaiting:
+		n.releaseRelayed(now) // and the next deadline, relayReleaseEvery away, keeps releasing
 	}
 	n.publishIfDirty()
 }

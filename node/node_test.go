@@ -419,7 +419,8 @@ func TestLinkToAPeersRelayedAddressIsATURNPath(t *testing.T) {
 
 // A burst past a relayed pair's share waits at the relay and reaches the
 // other end in order once the share allows, released by the relay's core
-// when no more traffic comes.
+// when no more traffic comes: the data path wakes the core when datagrams
+// begin to wait.
 func TestARelayPacesABurstInsteadOfDroppingIt(t *testing.T) {
 	w, a, b, m := relayedPair(t, 1<<20)
 	a.fromTAP(ethFrame(l2.Broadcast, a.mac, "hello"))
@@ -440,6 +441,14 @@ func TestARelayPacesABurstInsteadOfDroppingIt(t *testing.T) {
 	queued := m.node.Stats().RelayQueued.Load()
 	if queued == 0 {
 		t.Fatalf("nothing waited at the relay; %d of 400 frames arrived at once", atOnce)
+	}
+	// The daemon sets the core's timer after each event the core handles:
+	// with no more traffic, only an event can bring its release tick near.
+	if m.handed[EventRelayWaiting] != 1 {
+		t.Fatalf("the relay's core heard %d times that datagrams began to wait, want once", m.handed[EventRelayWaiting])
+	}
+	if next := m.node.NextDeadline(w.now); next.Sub(w.now) > relayReleaseEvery {
+		t.Fatalf("with datagrams waiting the relay's core next ticks %v away", next.Sub(w.now))
 	}
 	w.advance(200*time.Millisecond, time.Millisecond)
 	got := arrived()

@@ -96,17 +96,6 @@ func (b *relayBudget) snapshot() []RelayedPair {
 	return out
 }
 
-// take says whether n bytes from one member to another may be relayed at
-// now, and counts them when they may.
-func (b *relayBudget) take(from, to nid.ID, n int, now int64) bool {
-	if b.rate <= 0 {
-		return false
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.takeLocked(b.pair(from, to), n, now)
-}
-
 // relayVerdict is what becomes of a datagram offered to the budget.
 type relayVerdict uint8
 
@@ -176,7 +165,8 @@ func (b *relayBudget) release(buf []byte, now int64) (plain []byte, from, to nid
 // hasWaiting reports whether datagrams wait for their pair's share.
 func (b *relayBudget) hasWaiting() bool { return b.queuedPairs.Load() > 0 }
 
-// takeLocked is take for pair p, with b.mu held.
+// takeLocked says whether n bytes of pair p may be relayed at now, and
+// counts them when they may; b.mu is held.
 func (b *relayBudget) takeLocked(p *relayPair, n int, now int64) bool {
 	if dt := seconds(now - b.last); dt > 0 && b.last != 0 {
 		b.tokens = min(b.burst, b.tokens+dt*b.rate)

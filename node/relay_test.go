@@ -10,6 +10,18 @@ import (
 // relayRun offers the budget datagrams of size bytes for each pair at the
 // given rates (bytes per second) for d, in 1 ms steps, and returns what
 // passed per pair in bytes per second.
+// take is admit's share check alone, for tests of the shares: whether n
+// bytes from one member to another may be relayed at now, counted when
+// they may, never queued.
+func (b *relayBudget) take(from, to nid.ID, n int, now int64) bool {
+	if b.rate <= 0 {
+		return false
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.takeLocked(b.pair(from, to), n, now)
+}
+
 func relayRun(b *relayBudget, start int64, d time.Duration, size int, offered map[[2]nid.ID]float64) map[[2]nid.ID]float64 {
 	step := time.Millisecond
 	owed := map[[2]nid.ID]float64{}

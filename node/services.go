@@ -515,6 +515,9 @@ func (n *Node) servicesDeadline(now time.Time) time.Time {
 	for _, cl := range n.svc.claimers {
 		consider(cl.NextDeadline())
 	}
+	for _, c := range n.svc.moves.checks {
+		consider(c.nextProbe)
+	}
 	return next
 }
 

@@ -83,8 +83,9 @@ type flowKey struct {
 	src, dst l2.MAC
 }
 
-// flow is a learned path. out, root and origin never change: a flow whose path
-// changes is replaced, so the data path never sees one half-updated.
+// flow is a learned path. out, root and origin never change: a flow
+// whose path changes is replaced, so the data path never sees one
+// half-updated.
 type flow struct {
 	out  uint32 // switch port, localPort, or routedPort
 	root nid.ID // the bridge the destination sits behind

@@ -353,8 +353,9 @@ func (n *Node) learnFromFlood(port uint32, plain []byte, now time.Time) {
 	}
 	src := l2.MAC(m.Frame[6:12])
 	s := n.snap.Load()
-	if v, a := s.judge(m.Frame, s.floodSource(m)); v == spoofed || v == unheld {
-		n.recheckDropped(m.Frame, a, s.floodSource(m), now)
+	source := s.floodSource(m)
+	if v, a := s.judge(m.Frame, source); v == spoofed || v == unheld {
+		n.recheckDropped(m.Frame, a, source, now)
 		return // the data path refused and counted it; nothing to learn
 	}
 	if m.Kind == flood.Broadcast && !src.IsMulticast() {
