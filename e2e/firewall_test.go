@@ -281,12 +281,20 @@ func TestAMemberCannotUseAnothersLease(t *testing.T) {
 
 // TestADHCPClientMovesWithItsLease: a client behind v (udhcpc in a
 // container on v's bridge) leases an address by DHCP and pings n. It is
-// then carried to m's bridge (same MAC, new cable) and asks m's DHCP
-// server for its address back: it gets it, v finds it gone from its own
-// bridge and lets the lease go, m takes it over, and the client's pings
-// reach n again within seconds, no frame of it dropped for long as
-// another member's.
+// then carried to m's bridge (same MAC, new cable) and either asks m's
+// DHCP server for its address back, or keeps it and only announces itself
+// with gratuitous ARP, as a virtual machine migrated live does: v finds it
+// gone from its own bridge and lets the lease go, m takes it over, and the
+// client's pings reach n again within seconds, no frame of it dropped for
+// long as another member's.
 func TestADHCPClientMovesWithItsLease(t *testing.T) {
+	for _, asks := range []bool{true, false} {
+		name := map[bool]string{true: "asking m's DHCP server", false: "announced by gratuitous ARP"}[asks]
+		t.Run(name, func(t *testing.T) { clientMovesWithItsLease(t, asks) })
+	}
+}
+
+func clientMovesWithItsLease(t *testing.T, asksDHCP bool) {
 	_, nw := newServicesNetwork(t, 3)
 	v, m, n := nw.Nodes[0], nw.Nodes[1], nw.Nodes[2]
 	startRing(t, nw)
@@ -295,13 +303,18 @@ func TestADHCPClientMovesWithItsLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	run := func(name string, args ...string) []byte {
+		t.Helper()
+		out, err := client.Run(ctx, name, args...)
+		if err != nil {
+			t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+		return out
+	}
 	dhcp := func(args ...string) netip.Addr {
 		t.Helper()
-		out, err := client.Run(ctx, "udhcpc", append([]string{"-i", "eth0", "-n", "-q", "-t", "10", "-T", "2", "-s", "/etc/udhcpc/default.script"}, args...)...)
-		if err != nil {
-			t.Fatalf("udhcpc: %v\n%s", err, out)
-		}
-		out, _ = client.Run(ctx, "ip", "-4", "addr", "show", "dev", "eth0")
+		run("udhcpc", append([]string{"-i", "eth0", "-n", "-q", "-t", "10", "-T", "2", "-s", "/etc/udhcpc/default.script"}, args...)...)
+		out := run("ip", "-4", "addr", "show", "dev", "eth0")
 		match := leasedAddr.FindSubmatch(out)
 		if match == nil {
 			t.Fatalf("the client got no address:\n%s", out)
@@ -321,15 +334,24 @@ func TestADHCPClientMovesWithItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	moved := time.Now()
-	if again := dhcp("-r", leased.String()); again != leased {
-		t.Fatalf("behind m the client got %s, want its lease %s back", again, leased)
+	if asksDHCP {
+		if again := dhcp("-r", leased.String()); again != leased {
+			t.Fatalf("behind m the client got %s, want its lease %s back", again, leased)
+		}
+		t.Logf("the client had its address back from m %v after the move", time.Since(moved).Round(10*time.Millisecond))
+	} else {
+		// The new cable came without the address: put it back, as the
+		// migrated machine still has it, and announce it.
+		run("ip", "addr", "add", leased.String()+"/24", "dev", "eth0")
+		if out, err := client.Run(ctx, "arping", "-U", "-c", "1", "-i", "eth0", "-S", leased.String(), leased.String()); err != nil {
+			t.Logf("arping -U (no reply is expected): %v: %s", err, out)
+		}
 	}
-	asked := time.Since(moved)
 	if err := cluster.WaitFor(ctx, "the client behind m to reach n", func() bool { return reaches(1) }); err != nil {
 		st, _ := n.Status()
 		t.Fatalf("%v; n's drops %v", err, st.Drops)
 	}
-	t.Logf("the client had its address back from m %v after the move and reached n %v after it", asked.Round(10*time.Millisecond), time.Since(moved).Round(10*time.Millisecond))
+	t.Logf("the client reached n %v after the move", time.Since(moved).Round(10*time.Millisecond))
 	for who, want := range map[*cluster.Node]string{v: "its lease went with it", m: "took over the lease of a client that moved here"} {
 		log, _ := os.ReadFile(who.Process.LogPath())
 		if !bytes.Contains(log, []byte(want)) {

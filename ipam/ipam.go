@@ -26,7 +26,8 @@
 // what remains of it, and taken over once it lapses — or at once, when
 // the member that holds it lets it go (LetGo, TakeOver): the node that
 // acknowledged it tells the holder (Config.OnMoved), which checks that the
-// client left its own TAP.
+// client left its own TAP. A client that arrives without asking (Arrived,
+// a host heard on the TAP by its ARP) is handled the same way.
 //
 // Answers are complete Ethernet/IPv4/UDP frames following RFC 2131 section
 // 4.1: NAKs broadcast, replies to a client with an address unicast to it,
@@ -600,6 +601,29 @@ func (s *Server) TakeOver(ip netip.Addr, mac l2.MAC, now time.Time, done func(dh
 	s.kv.PutIfAbsent(s.Key(ip), c.value(), s.leaseTTL(), now, func(res dht.Result) { done(res.Status) })
 }
 
+// Arrived takes a host heard on the TAP at ip with mac. When ip's lease
+// record names mac and another member holds it, the client came here
+// without asking this server for its address (a virtual machine migrated
+// live, announcing itself by ARP), or asked and its holder has not let
+// the lease go yet: either way it is handled as a client that asked, its
+// lease honoured here for what remains of the record and OnMoved telling
+// the holder, which may then check again that the client left. The
+// caller bounds how often it looks the record up.
+func (s *Server) Arrived(ip netip.Addr, mac l2.MAC, now time.Time) {
+	if !s.assignable(ip) || s.cfg.OnMoved == nil {
+		return
+	}
+	s.kv.Get(s.Key(ip), now, func(res dht.Result) {
+		if res.Status != dht.OK || !sameClient(res.Value, mac) {
+			return
+		}
+		_, host, _ := bytes.Cut(res.Value, []byte(" "))
+		l := Lease{IP: ip, MAC: mac, Hostname: string(host), Expires: res.At.Add(s.leaseFor(res))}
+		s.keep(l, res.At)
+		s.cfg.OnMoved(l, res.Owner)
+	})
+}
+
 // withClientRecord reads ip's lease record and, if it is the client's,
 // forgets the client's lease and runs change on the record; the client is
 // free for its next exchange once change's write is answered.
@@ -645,11 +669,8 @@ func (s *Server) finish(c *client, typ dhcpv4.MessageType, ip netip.Addr, lease 
 		s.stats.Offers++
 	case dhcpv4.MessageTypeAck:
 		s.stats.Acks++
-		if len(s.leases) >= maxClients {
-			s.prune(c.seen)
-		}
 		l := Lease{IP: ip, MAC: c.mac, Hostname: c.host, Expires: c.seen.Add(lease)}
-		s.leases[c.mac] = l
+		s.keep(l, c.seen)
 		if s.cfg.OnLease != nil {
 			s.cfg.OnLease(l)
 		}
@@ -657,6 +678,14 @@ func (s *Server) finish(c *client, typ dhcpv4.MessageType, ip netip.Addr, lease 
 		s.stats.Naks++
 	}
 	s.reply(c.req, typ, ip, lease)
+}
+
+// keep notes a lease this server honours, within the bound on them.
+func (s *Server) keep(l Lease, now time.Time) {
+	if len(s.leases) >= maxClients {
+		s.prune(now)
+	}
+	s.leases[l.MAC] = l
 }
 
 // reply builds the answer to req and writes it out. ip is the address

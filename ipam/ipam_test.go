@@ -458,6 +458,45 @@ func TestAMovedClientsLeaseIsHandedOver(t *testing.T) {
 	}
 }
 
+// A client that arrives at another node without asking its DHCP server
+// (heard there by its ARP) is taken as moved: that node honours its lease
+// and names the holder, which can then let it go to it. A host whose MAC
+// the record does not name, or at an address no one leased, is not.
+func TestAClientThatArrivesWithoutAskingIsTakenAsMoved(t *testing.T) {
+	cfg := baseConfig()
+	var told []Lease
+	var holders []nid.ID
+	cfg.OnMoved = func(l Lease, holder nid.ID) { told, holders = append(told, l), append(holders, holder) }
+	r := newRig(t, 12, 2, cfg)
+	c := r.addClient(4, 0)
+	r.bindAll()
+	ip := c.ip
+	arrive := func(ip netip.Addr, mac l2.MAC) {
+		r.servers[1].Arrived(ip, mac, r.now)
+		r.run(time.Second, false)
+	}
+	arrive(ip, l2.MAC{2, 9, 9, 9, 9, 9})
+	arrive(ip.Next(), c.mac)
+	if len(told) != 0 {
+		t.Fatalf("hosts no lease record names were taken as moved: %v", told)
+	}
+	arrive(ip, c.mac)
+	if len(told) != 1 || told[0].IP != ip || told[0].MAC != c.mac || holders[0] != (nid.ID{1}) {
+		t.Fatalf("the client heard at node 2: told %v by %v, want its lease of %v and node 1 named", told, holders, ip)
+	}
+	if leases := r.servers[1].Leases(r.now); len(leases) != 1 || leases[0].IP != ip || leases[0].Expires.After(r.now.Add(cfg.LeaseTime)) {
+		t.Fatalf("node 2 honours %v, want the client's lease for at most what remains of it", leases)
+	}
+	var st dht.Status
+	r.servers[0].LetGo(ip, c.mac, r.now, func(s dht.Status) { st = s })
+	r.run(time.Second, false)
+	r.servers[1].TakeOver(ip, c.mac, r.now, func(s dht.Status) { st = s })
+	r.run(time.Second, false)
+	if st != dht.OK {
+		t.Fatalf("node 2 taking over the lease of the client that arrived: %v", st)
+	}
+}
+
 func TestRequestForAnotherClientsAddressIsNAKed(t *testing.T) {
 	r := newRig(t, 5, 1, baseConfig())
 	a, b := r.addClient(1, 0), r.addClient(2, 0)

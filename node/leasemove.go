@@ -20,7 +20,10 @@ import (
 // the client with ARP probes and, when none is answered, lets the lease go
 // and says so (LeaseReleased); the new member then writes the record as
 // its own, and the other members, which look a holder up again when its
-// answer drops frames (recheckDroppedAfter), find the new holder. No
+// answer drops frames (recheckDroppedAfter), find the new holder. A
+// client that moves without asking the new member's DHCP server (a
+// virtual machine migrated live, announcing itself by ARP) is found by
+// its ARP on the new member's TAP, and moves its lease the same way. No
 // member can take a lease this way from a client still on its holder's
 // TAP: the client answers there.
 
@@ -31,6 +34,9 @@ const (
 	moveProbeGap = 500 * time.Millisecond
 	// maxMoveChecks bounds the checks under way at a holder.
 	maxMoveChecks = 64
+	// maxNoted bounds the addresses a member keeps notes of for
+	// moveToldEvery: holders told, lease records looked up.
+	maxNoted = 256
 	// moveToldEvery is how often, at most, the new member tells the holder
 	// of one moved client.
 	moveToldEvery = 10 * time.Second
@@ -51,7 +57,27 @@ type moveCheck struct {
 
 type leaseMovesState struct {
 	checks map[netip.Addr]*moveCheck
-	told   map[netip.Addr]time.Time
+	told   map[netip.Addr]time.Time // holders told that their client moved here
+	looked map[netip.Addr]time.Time // hosts heard on the TAP whose lease record was looked up
+}
+
+// noteOnce notes ip in notes and reports true at most once per
+// moveToldEvery for each address: notes older than that are forgotten,
+// and none is taken while maxNoted are kept.
+func noteOnce(notes map[netip.Addr]time.Time, ip netip.Addr, now time.Time) bool {
+	if at, ok := notes[ip]; ok && now.Sub(at) < moveToldEvery {
+		return false
+	}
+	for a, at := range notes {
+		if now.Sub(at) >= moveToldEvery {
+			delete(notes, a)
+		}
+	}
+	if len(notes) >= maxNoted {
+		return false
+	}
+	notes[ip] = now
+	return true
 }
 
 func movePayload(ip netip.Addr, mac l2.MAC) []byte {
@@ -70,18 +96,9 @@ func parseMovePayload(p []byte) (netip.Addr, l2.MAC, bool) {
 // the record of holder: the client moved here.
 func (n *Node) clientMoved(l ipam.Lease, holder nid.ID) {
 	m := &n.svc.moves
-	if holder == n.self || holder == (nid.ID{}) {
+	if holder == n.self || holder == (nid.ID{}) || !noteOnce(m.told, l.IP, n.now) {
 		return
 	}
-	if at, ok := m.told[l.IP]; ok && n.now.Sub(at) < moveToldEvery {
-		return
-	}
-	for ip, at := range m.told {
-		if n.now.Sub(at) >= moveToldEvery {
-			delete(m.told, ip)
-		}
-	}
-	m.told[l.IP] = n.now
 	n.log.Info("dhcp: a client moved here; asking its lease's holder to let it go", "client", l.MAC, "address", l.IP, "holder", n.memberName(holder))
 	n.originate(&overlay.Message{Type: overlay.LeaseMoved, Dest: holder, Exact: true, Origin: n.self, Via: n.via(),
 		ID: n.ov.rng.Uint64(), Payload: movePayload(l.IP, l.MAC)}, n.now)
@@ -136,10 +153,15 @@ func (n *Node) sendARPProbe(ip netip.Addr) {
 }
 
 // heardLocally notes an ARP from a host on the TAP: a client said to have
-// moved that answers is still here.
-func (n *Node) heardLocally(ip netip.Addr, mac l2.MAC) {
-	if c := n.svc.moves.checks[ip]; c != nil && c.client == mac {
+// moved that answers is still here, and a client of another member's
+// lease that arrived here takes its lease along (ipam.Server.Arrived).
+func (n *Node) heardLocally(ip netip.Addr, mac l2.MAC, now time.Time) {
+	s := &n.svc
+	if c := s.moves.checks[ip]; c != nil && c.client == mac {
 		c.answered = true
+	}
+	if s.dhcp != nil && mac != n.cfg.MAC && s.dhcp.Manages(ip) && noteOnce(s.moves.looked, ip, now) {
+		s.dhcp.Arrived(ip, mac, now)
 	}
 }
 

@@ -31,15 +31,28 @@ func dhcpRequest(t *testing.T, client l2.MAC, ip netip.Addr) []byte {
 }
 
 // TestALeaseMovesWithItsClient: v holds the lease of a client; the client
-// shows up on m's TAP and asks m's DHCP server for its address. While the
+// shows up on m's TAP and asks m's DHCP server for its address, or only
+// announces itself with a gratuitous ARP (a live migration). While the
 // client still answers v's ARP probes on v's TAP, v keeps the lease and
 // n drops m's frames as the client's; once it answers no more, v lets the
 // lease go, m takes it over, and n, looking the holder up again when its
 // answer drops frames, passes the client's frames from m within seconds.
 func TestALeaseMovesWithItsClient(t *testing.T) {
+	leased, client := netip.MustParseAddr("10.9.0.150"), l2.MAC{2, 0xc1, 0, 0, 0, 7}
+	for _, arrival := range []struct {
+		name  string
+		frame []byte
+	}{
+		{"asking m's DHCP server", dhcpRequest(t, client, leased)},
+		{"announced by gratuitous ARP", arpFrame(l2.ARPRequest, client, leased, l2.MAC{}, leased)},
+	} {
+		t.Run(arrival.name, func(t *testing.T) { leaseMovesWithItsClient(t, leased, client, arrival.frame) })
+	}
+}
+
+func leaseMovesWithItsClient(t *testing.T, leased netip.Addr, client l2.MAC, arrival []byte) {
 	w, v, m, n, _ := holdersNet(t)
 	nIP := netip.MustParseAddr("10.9.0.3")
-	leased, client := netip.MustParseAddr("10.9.0.150"), l2.MAC{2, 0xc1, 0, 0, 0, 7}
 	v.lease(t, leased, client)
 	n.fromTAP(ethFrame(l2.Broadcast, n.mac, "n is here"))
 	send := func(from *testNode, payload string) {
@@ -79,7 +92,7 @@ func TestALeaseMovesWithItsClient(t *testing.T) {
 	// The daemon ticks the core at its next deadline: while v probes, that
 	// must come by the next probe.
 	moveTo := func(to *testNode) {
-		to.fromTAP(dhcpRequest(t, client, leased))
+		to.fromTAP(arrival)
 		for range 30 {
 			w.advance(100*time.Millisecond, 100*time.Millisecond)
 			if len(v.node.svc.moves.checks) > 0 {

@@ -160,7 +160,7 @@ func (n *Node) initServices(now time.Time) error {
 	s.holdings = holdingsState{leases: make(map[netip.Addr]holding), subnets: make(map[netip.Prefix]holding),
 		asking: make(map[string]nid.ID), logged: make(map[dropLogKey]time.Time), clientLeases: make(map[l2.MAC]netip.Addr),
 		held: make(map[string][]heldFrame)}
-	s.moves = leaseMovesState{checks: make(map[netip.Addr]*moveCheck), told: make(map[netip.Addr]time.Time)}
+	s.moves = leaseMovesState{checks: make(map[netip.Addr]*moveCheck), told: make(map[netip.Addr]time.Time), looked: make(map[netip.Addr]time.Time)}
 	s.registered = make(map[netip.Addr]time.Time)
 	if c.DNS != nil {
 		forward := c.ForwardDNS
@@ -296,7 +296,7 @@ func (n *Node) snoopNeighbors(frame []byte, from uint32, now time.Time) {
 		}
 		ip, e = a.SenderIP, arpEntry{mac: a.SenderMAC}
 		if from == localPort {
-			n.heardLocally(ip, e.mac)
+			n.heardLocally(ip, e.mac, now)
 		}
 	case l2.EtherTypeIPv6:
 		nd, err := l2.ParseND(frame)
