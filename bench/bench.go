@@ -119,6 +119,26 @@ type streamTest struct {
 	// the VPN's processes, the softirq work no process is charged for
 	// (a kernel path's), and whatever else the machine ran meanwhile.
 	MachineCPU float64
+	// Programs is the run time of each of a kernel path's eBPF programs
+	// during the test, as the kernel counts it; none for other VPNs.
+	Programs []programRunTime
+}
+
+// programRunTime is the time an eBPF program ran, and how often.
+type programRunTime struct {
+	Label   string
+	Seconds float64
+	Runs    uint64
+}
+
+// Program is the run time of the program labelled label, if measured.
+func (s streamTest) Program(label string) (programRunTime, bool) {
+	for _, p := range s.Programs {
+		if p.Label == label {
+			return p, true
+		}
+	}
+	return programRunTime{}, false
 }
 
 // processCPU is the CPU time one process of a VPN used.
@@ -364,15 +384,23 @@ func (b *bencher) streamTest(ctx context.Context, t *tunnel, streams int) (strea
 	if err != nil {
 		return streamTest{}, fmt.Errorf("CPU time: %w", err)
 	}
+	programsBefore, err := t.programRunTimes()
+	if err != nil {
+		return streamTest{}, fmt.Errorf("the kernel path's run time: %w", err)
+	}
 	tp, err := runIperf3(ctx, b.a, t.target, b.opts.Seconds, streams)
 	after, cpuErr := t.cpuSeconds()
+	programsAfter, programsErr := t.programRunTimes()
 	machineAfter, machineErr := machineBusySeconds()
-	if err = errors.Join(err, cpuErr, machineErr); err != nil {
+	if err = errors.Join(err, cpuErr, programsErr, machineErr); err != nil {
 		return streamTest{}, err
 	}
 	test := streamTest{throughput: tp, MachineCPU: machineAfter - machineBefore}
 	for i, p := range t.processes {
 		test.CPU = append(test.CPU, processCPU{Label: p.label, Seconds: after[i] - before[i]})
+	}
+	for i, p := range programsAfter {
+		test.Programs = append(test.Programs, programRunTime{Label: p.Label, Seconds: p.Seconds - programsBefore[i].Seconds, Runs: p.Runs - programsBefore[i].Runs})
 	}
 	return test, nil
 }

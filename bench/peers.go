@@ -328,7 +328,7 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 	}); err != nil || !v.kernelPath {
 		return err
 	}
-	return t.waitFor(ctx, fmt.Sprintf("%q in both daemons' logs", kernelPathUp), func() bool {
+	if err := t.waitFor(ctx, fmt.Sprintf("%q in both daemons' logs", kernelPathUp), func() bool {
 		for _, node := range nodes {
 			log, err := os.ReadFile(node.Process.LogPath())
 			if err != nil || !bytes.Contains(log, []byte(kernelPathUp)) {
@@ -336,7 +336,34 @@ func startBurrow(ctx context.Context, b *bencher, t *tunnel, subnet netip.Prefix
 			}
 		}
 		return true
-	})
+	}); err != nil {
+		return err
+	}
+	return b.countProgramRunTime(t, nodes[0].Config.TAP.Name)
+}
+
+// The kernel path's programs whose run time the benchmark counts: those
+// that carry iperf3's data from a to b.
+const (
+	sendingProgram   = "a's sending program (TAP egress)"
+	receivingProgram = "b's receiving program (underlay ingress)"
+)
+
+// countProgramRunTime has the kernel count the run time of the kernel
+// path's programs while the tunnel runs: the figure the Warrens paper
+// gives for its eBPF tunnel. Both ends' TAPs have the same name.
+func (b *bencher) countProgramRunTime(t *tunnel, tap string) error {
+	stats, err := kernelpath.EnableRunTime()
+	if err != nil {
+		fmt.Fprintf(b.progress, "   the kernel keeps no run time of eBPF programs (%v): the programs' own cost is not measured\n", err)
+		return nil
+	}
+	t.closers = append(t.closers, stats)
+	t.programs = []kernelProgram{
+		{label: sendingProgram, host: b.a, device: tap, egress: true},
+		{label: receivingProgram, host: b.b, device: "eth0"},
+	}
+	return nil
 }
 
 // wireguardPort is the UDP port both wireguard-go ends listen on.

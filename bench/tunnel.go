@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
 	"os"
 	"strings"
 	"time"
 
 	"burrow/netlab"
+	"burrow/runtime/kernelpath"
 )
 
 // tunnel is one VPN running between the two hosts: the processes it is
@@ -22,6 +25,47 @@ type tunnel struct {
 	target netip.Addr
 	// started is when the first process started.
 	started time.Time
+	// programs are a kernel path's eBPF programs, whose run time the
+	// kernel counts while the tunnel runs.
+	programs []kernelProgram
+	// closers undo, when the tunnel stops, what it turned on.
+	closers []io.Closer
+}
+
+// kernelProgram is the kernel path's program attached to a device of a
+// host: the sending program to the TAP's egress, the receiving program
+// to the underlay's ingress.
+type kernelProgram struct {
+	label  string
+	host   *netlab.Host
+	device string
+	egress bool
+}
+
+// programRunTimes reads the run time so far of each of the tunnel's
+// eBPF programs, in the order they were added.
+func (t *tunnel) programRunTimes() ([]programRunTime, error) {
+	var out []programRunTime
+	for _, p := range t.programs {
+		var d time.Duration
+		var runs uint64
+		err := p.host.Do(func() error {
+			ifc, err := net.InterfaceByName(p.device)
+			if err != nil {
+				return err
+			}
+			var ok bool
+			if d, runs, ok, err = kernelpath.RunTime(ifc.Index, p.egress); err == nil && !ok {
+				err = fmt.Errorf("no kernel path attached to %s", p.device)
+			}
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.label, err)
+		}
+		out = append(out, programRunTime{Label: p.label, Seconds: d.Seconds(), Runs: runs})
+	}
+	return out, nil
 }
 
 // vpnProcess is one process of a VPN, labelled for the report.
@@ -114,11 +158,15 @@ func (t *tunnel) peakRSS() ([]processRSS, error) {
 	return out, nil
 }
 
-// stop ends every process of the tunnel, the last started first.
+// stop ends every process of the tunnel, the last started first, and
+// undoes what it turned on.
 func (t *tunnel) stop() error {
 	var errs []error
 	for i := len(t.processes) - 1; i >= 0; i-- {
 		errs = append(errs, t.processes[i].Stop())
+	}
+	for _, c := range t.closers {
+		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
 }
