@@ -391,15 +391,6 @@ func xmppKind(n *cluster.Node) string {
 	return "symmetric"
 }
 
-func byName(nw *cluster.Network, name string) *cluster.Node {
-	for _, n := range nw.Nodes {
-		if n.Name == name {
-			return n
-		}
-	}
-	panic("no node " + name)
-}
-
 // pathsOf lists the path from n to each other node, for the log.
 func pathsOf(n *cluster.Node, all []*cluster.Node) string {
 	var out []string
