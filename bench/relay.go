@@ -186,8 +186,8 @@ func buildRelayLab(lab *netlab.Lab, burrow string, maxRate float64) (*relayLab, 
 		if spec.nat == netlab.NoNAT {
 			host, err = lab.AddHost(spec.name)
 		} else {
-			site, err := lab.AddSite(spec.name+"-router", spec.nat)
-			if err != nil {
+			var site *netlab.Site
+			if site, err = lab.AddSite(spec.name+"-router", spec.nat); err != nil {
 				return nil, err
 			}
 			host, err = site.AddHost(spec.name)

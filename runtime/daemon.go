@@ -497,11 +497,16 @@ func (d *Daemon) call(f func()) error {
 	return nil
 }
 
+// housekeepingEvery is how often the core's goroutine saves the
+// remembered peers, checks certificate expiry and looks for revocation
+// files dropped into the state directory.
+const housekeepingEvery = 2 * time.Second
+
 func (d *Daemon) runCore(ctx context.Context) {
 	defer d.wg.Done()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	save := time.NewTicker(2 * time.Second)
+	save := time.NewTicker(housekeepingEvery)
 	defer save.Stop()
 	var saved []overlay.Info
 	defer func() {

@@ -16,12 +16,8 @@ import (
 // RevokedDir is where, under the state directory, a node keeps the CA's
 // revocations it knows, one file per revoked member: the ones it learned
 // from its neighbours, and any an operator drops in, which the node
-// honours and spreads within revocationScan.
+// honours and spreads within housekeepingEvery.
 const RevokedDir = "revoked"
-
-// revocationScan is how often the node looks for revocation files dropped
-// into its RevokedDir.
-const revocationScan = 2 * time.Second
 
 // revocationFileExt ends every revocation file's name.
 const revocationFileExt = ".rev"
