@@ -75,6 +75,22 @@ func AnnouncesAddress(frame []byte) bool {
 	return etherType == EtherTypeARP || isGroupReport(etherType, ip) || etherType == EtherTypeIPv6 && len(ip) > ipv6HeaderLen && ip[6] == protoICMPv6 && ip[7] == ndHopLimit && ip[ipv6HeaderLen] == icmpNeighborAdvertisement
 }
 
+// AdvertisedAddr is the target address of an IPv6 neighbour
+// advertisement, the address whose link-layer address it gives: the one
+// the sender says it holds. ok is false for any other frame.
+func AdvertisedAddr(frame []byte) (netip.Addr, bool) {
+	etherType, off, err := parseLinkType(frame)
+	if err != nil || etherType != EtherTypeIPv6 {
+		return netip.Addr{}, false
+	}
+	ip := frame[off:]
+	const target = ipv6HeaderLen + 8 // after type, code, checksum and flags
+	if len(ip) < target+16 || ip[6] != protoICMPv6 || ip[7] != ndHopLimit || ip[ipv6HeaderLen] != icmpNeighborAdvertisement {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom16([16]byte(ip[target : target+16])), true
+}
+
 // LinkLayerAddress returns the source (for a solicitation) or target (for
 // an advertisement) link-layer address option of an ND message.
 func (nd ND) LinkLayerAddress() (MAC, bool) {

@@ -51,17 +51,40 @@ func FuzzParseND(f *testing.F) {
 	f.Add(ns)
 	f.Add(na[:60])
 	f.Fuzz(func(t *testing.T, b []byte) {
+		target, advertised := AdvertisedAddr(b)
 		nd, err := ParseND(b)
 		if err != nil {
 			return
 		}
-		switch nd.Message.(type) {
-		case *ndp.NeighborSolicitation, *ndp.NeighborAdvertisement:
+		switch m := nd.Message.(type) {
+		case *ndp.NeighborSolicitation:
+			if advertised {
+				t.Fatalf("a solicitation read as advertising %v", target)
+			}
+		case *ndp.NeighborAdvertisement:
+			if !advertised || target != m.TargetAddress {
+				t.Fatalf("an advertisement of %v read as advertising %v (%v)", m.TargetAddress, target, advertised)
+			}
 		default:
 			t.Fatalf("parsed a %T", nd.Message)
 		}
 		nd.LinkLayerAddress()
 	})
+}
+
+func TestAdvertisedAddr(t *testing.T) {
+	na, _ := AppendNeighborAdvertisement(nil, MAC{2, 0, 0, 0, 0, 1}, ndAsker, MAC{2, 0, 0, 0, 0, 2}, ndTarget, false)
+	ns, _ := AppendND(nil, ND{Eth: Ethernet{Dst: MAC{0x33, 0x33, 0xff, 0, 0, 2}, Src: MAC{2, 0, 0, 0, 0, 1}}, Src: ndAsker,
+		Dst: netip.MustParseAddr("ff02::1:ff00:2"), Message: &ndp.NeighborSolicitation{TargetAddress: ndTarget}})
+	for _, c := range []struct {
+		name  string
+		frame []byte
+		want  netip.Addr
+	}{{"advertisement", na, ndTarget}, {"solicitation", ns, netip.Addr{}}, {"TCP", bulkFrame(), netip.Addr{}}, {"short", na[:70], netip.Addr{}}} {
+		if got, ok := AdvertisedAddr(c.frame); got != c.want || ok != c.want.IsValid() {
+			t.Errorf("%s: %v %v, want %v", c.name, got, ok, c.want)
+		}
+	}
 }
 
 func TestAnnouncesAddress(t *testing.T) {

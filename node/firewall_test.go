@@ -2,9 +2,12 @@ package node
 
 import (
 	"encoding/binary"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/mdlayher/ndp"
 
 	"burrow/firewall"
 	"burrow/l2"
@@ -74,8 +77,9 @@ func TestFirewallAdmitsOnlyTheGroupOnBothPaths(t *testing.T) {
 // the same.
 func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
 	vIP, nIP := netip.MustParseAddr("10.9.0.2"), netip.MustParseAddr("10.9.0.3")
+	vIP6 := netip.MustParseAddr("fd09::2")
 	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
-		addresses: map[string][]netip.Prefix{"v": {netip.PrefixFrom(vIP, 24)}}}
+		addresses: map[string][]netip.Prefix{"v": {netip.PrefixFrom(vIP, 24), netip.PrefixFrom(vIP6, 64)}}}
 	v := w.add("v", 81, OverlayConfig{Disabled: true})
 	m := w.add("m", 82, OverlayConfig{Disabled: true})
 	n := w.add("n", 83, OverlayConfig{Disabled: true})
@@ -114,5 +118,34 @@ func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
 	}
 	if got := n.node.Stats().Drops()["spoofed"]; got != 8 {
 		t.Fatalf("n counted %d spoofed frames, want 8", got)
+	}
+	// A neighbour advertisement claims its target address, whatever its
+	// source: m's, from m's own link-local address, for v's certified
+	// IPv6 address, is spoofed; v's own passes.
+	advertise := func(from *testNode, src netip.Addr) {
+		na := &ndp.NeighborAdvertisement{Override: true, TargetAddress: vIP6,
+			Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Target, Addr: net.HardwareAddr(from.mac[:])}}}
+		frame, err := l2.AppendND(nil, l2.ND{Eth: l2.Ethernet{Dst: l2.MAC{0x33, 0x33, 0, 0, 0, 1}, Src: from.mac},
+			Src: src, Dst: netip.MustParseAddr("ff02::1"), Message: na})
+		if err != nil {
+			t.Fatal(err)
+		}
+		from.fromTAP(frame)
+	}
+	advertised := func() (count int) {
+		for _, f := range n.tap {
+			if target, ok := l2.AdvertisedAddr(f); ok && target == vIP6 {
+				count++
+			}
+		}
+		return count
+	}
+	advertise(m, netip.MustParseAddr("fe80::82"))
+	if got, spoofed := advertised(), n.node.Stats().Drops()["spoofed"]; got != 0 || spoofed != 9 {
+		t.Fatalf("n's TAP got %d of m's advertisements of v's address (want 0), %d frames counted spoofed (want 9)", got, spoofed)
+	}
+	advertise(v, netip.MustParseAddr("fe80::81"))
+	if got := advertised(); got != 1 {
+		t.Fatalf("n's TAP got %d of v's advertisements of its own address, want 1", got)
 	}
 }

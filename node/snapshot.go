@@ -148,10 +148,10 @@ const (
 // judge binds a frame from a host behind bridge origin to that bridge: it
 // is spoofed when its source MAC is a linked peer's TAP MAC or a leased
 // client's of another member, or its source address (IPv4, IPv6, or an
-// ARP sender's) is fixed by another linked peer's certificate or held by
-// another member's lease or subnet claim. A frame whose bridge is unknown
-// is not judged. src is the source address, for the lookup of an
-// unjudged one.
+// ARP sender's), or the target of a neighbour advertisement, is fixed by
+// another linked peer's certificate or held by another member's lease or
+// subnet claim. A frame whose bridge is unknown is not judged. src is the
+// address judged last, for the lookup of an unjudged one.
 func (s *snapshot) judge(frame []byte, origin nid.ID) (v verdict, src netip.Addr) {
 	if origin == (nid.ID{}) {
 		return passes, src
@@ -160,29 +160,41 @@ func (s *snapshot) judge(frame []byte, origin nid.ID) (v verdict, src netip.Addr
 		return spoofed, src
 	}
 	src, ok := l2.SourceAddr(frame)
-	if !ok || src.IsUnspecified() {
+	if !ok {
 		return passes, src
+	}
+	v = s.judgeAddr(src, origin)
+	if target, ok := l2.AdvertisedAddr(frame); ok && v == passes && target != src {
+		return s.judgeAddr(target, origin), target
+	}
+	return v, src
+}
+
+// judgeAddr is judge's verdict on one address the frame claims.
+func (s *snapshot) judgeAddr(src netip.Addr, origin nid.ID) verdict {
+	if src.IsUnspecified() {
+		return passes
 	}
 	if owner, certified := s.owners[src]; certified {
 		if owner != origin {
-			return spoofed, src
+			return spoofed
 		}
-		return passes, src
+		return passes
 	}
 	h, held, known := s.holdingOf(src)
 	switch {
 	case !held:
-		return passes, src
+		return passes
 	case !known:
-		return unjudged, src
+		return unjudged
 	case h.holder == origin:
-		return passes, src
+		return passes
 	case h.holder != (nid.ID{}):
-		return spoofed, src
+		return spoofed
 	case s.notRouters[origin]:
-		return unheld, src
+		return unheld
 	}
-	return passes, src
+	return passes
 }
 
 // macBoundElsewhere reports whether mac is a linked peer's TAP MAC, or a
