@@ -44,11 +44,13 @@ type Daemon struct {
 	control  *controlServer
 	events   chan node.Event
 	calls    chan func()
-	tapBuf   []byte      // core-owned buffer for frames written to the TAP
-	coreTAP  *tap.Writer // the core's writer to the TAP
-	addrs    []netip.Prefix
-	mtu      int
-	mac      l2.MAC
+	// coreWatch reports a core that stopped turning its loop.
+	coreWatch coreWatch
+	tapBuf    []byte      // core-owned buffer for frames written to the TAP
+	coreTAP   *tap.Writer // the core's writer to the TAP
+	addrs     []netip.Prefix
+	mtu       int
+	mac       l2.MAC
 	// subnetBridge is the container bridge this daemon created, removed
 	// on shutdown.
 	subnetBridge string
@@ -284,6 +286,11 @@ func Start(cfg *config.Config, log *slog.Logger) (_ *Daemon, err error) {
 	reserveProcessors(pinnedLoops(queues))
 	d.wg.Add(2 + 2*queues)
 	d.receiveAQM = codel.New(codel.Target, codel.Interval)
+	d.coreWatch.stallAfter = coreStallAfter
+	d.coreWatch.turned(time.Now())
+	go d.coreWatch.watch(ctx, func(stalled time.Duration, stacks string) {
+		d.log.Error("the core has not run for "+stalled.Round(time.Second).String()+": it is stuck; every goroutine's stack follows", "stacks", stacks)
+	})
 	go d.runCore(ctx)
 	go d.runSocketReader()
 	d.allocateTURN(ctx)
@@ -548,6 +555,7 @@ func (d *Daemon) runCore(ctx context.Context) {
 // until ctx ends; save runs at every tick of every.
 func (d *Daemon) serveCore(ctx context.Context, timer *time.Timer, every <-chan time.Time, save func()) {
 	for {
+		d.coreWatch.turned(time.Now())
 		select {
 		case <-ctx.Done():
 			return
