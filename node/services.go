@@ -151,6 +151,9 @@ func (n *Node) initServices(now time.Time) error {
 	if c.DHT.Shared == nil {
 		c.DHT.Shared = n.sharedSettings
 	}
+	if c.DHT.SelfCertifying == nil {
+		c.DHT.SelfCertifying = (*revocationRecords)(n)
+	}
 	kv, err := dht.New((*dhtEnv)(n), c.DHT, now)
 	if err != nil {
 		return err
@@ -203,6 +206,12 @@ func (n *Node) startServices(now time.Time) {
 	}
 	s.started = true
 	n.ringChangedForDHT(now)
+	// Neighbours that linked before the node had its place on the ring
+	// are looked up now; a revocation found cuts a link, so the loop runs
+	// over a copy of the adjacency.
+	for _, peer := range slices.Clone(n.adjacency) {
+		n.lookUpRevocation(peer, now)
+	}
 	for _, cl := range s.claimers {
 		cl.Start(now)
 	}
@@ -471,6 +480,7 @@ func (n *Node) servicesTick(now time.Time) {
 	n.groupsTick(now)
 	if s.started {
 		n.settingsTick(now)
+		n.storeRevocationsTick(now)
 	}
 	if s.dhcp != nil {
 		n.probeMoved(now)
