@@ -349,7 +349,7 @@ func (e *linkEvents) LinkUp(l *link.Link) {
 	n.shareRevocations(l)
 	n.advertiseLeaves(l, l.Since)
 	n.overlayLinkUp(l, l.Since)
-	n.lookUpRevocation(l.Peer.ID, n.now)
+	n.lookUpLater(l.Peer.ID, n.now)
 }
 
 func (e *linkEvents) LinkDown(l *link.Link, reason string) {

@@ -130,7 +130,7 @@ func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
 	}
 
 	w.connect(slices.Index(w.nodes, revoked), slices.Index(w.nodes, away))
-	w.advance(2*time.Second, 100*time.Millisecond)
+	w.advance(revocationLookupDelay+2*time.Second, 100*time.Millisecond)
 	if got := away.learnedRevocations; len(got) != 1 || got[0].ID != revoked.node.Self() {
 		t.Fatalf("%s, linked to the revoked %s, learned %v", away.name, revoked.name, got)
 	}
@@ -143,8 +143,9 @@ func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
 }
 
 // TestRevocationLookupsAreBoundedPerPeerAndInAll: links to one peer that
-// come and go read its revocation key once per revocationLookupEvery, and
-// the peers remembered as read stay at most maxRevocationLookups.
+// come and go read its revocation key once per revocationLookupEvery, a
+// link gone before revocationLookupDelay reads nothing, and the peers
+// remembered as read, or waiting to be, stay at most maxRevocationLookups.
 func TestRevocationLookupsAreBoundedPerPeerAndInAll(t *testing.T) {
 	w := newTestNet(t, 1, 10)
 	n := w.nodes[0].node
@@ -172,5 +173,17 @@ func TestRevocationLookupsAreBoundedPerPeerAndInAll(t *testing.T) {
 	}
 	if len(n.rev.lookedUp) != maxRevocationLookups || len(n.rev.lookups) != maxRevocationLookups {
 		t.Fatalf("%d peers remembered (%d in order), want at most %d", len(n.rev.lookedUp), len(n.rev.lookups), maxRevocationLookups)
+	}
+	before := reads()
+	n.lookUpLater(nid.ID{8}, w.now) // no link to it is up
+	n.lookUpsDue(w.now.Add(revocationLookupDelay))
+	if reads() != before || len(n.rev.toLookUp) != 0 {
+		t.Fatalf("a peer whose link is gone was read (%d reads, was %d) or still waits (%d)", reads(), before, len(n.rev.toLookUp))
+	}
+	for i := range maxRevocationLookups + 10 {
+		n.lookUpLater(nid.ID{2, byte(i >> 8), byte(i)}, w.now)
+	}
+	if len(n.rev.toLookUp) != maxRevocationLookups {
+		t.Fatalf("%d peers wait to be read, want at most %d", len(n.rev.toLookUp), maxRevocationLookups)
 	}
 }

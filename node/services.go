@@ -206,12 +206,6 @@ func (n *Node) startServices(now time.Time) {
 	}
 	s.started = true
 	n.ringChangedForDHT(now)
-	// Neighbours that linked before the node had its place on the ring
-	// are looked up now; a revocation found cuts a link, so the loop runs
-	// over a copy of the adjacency.
-	for _, peer := range slices.Clone(n.adjacency) {
-		n.lookUpRevocation(peer, now)
-	}
 	for _, cl := range s.claimers {
 		cl.Start(now)
 	}
@@ -481,6 +475,7 @@ func (n *Node) servicesTick(now time.Time) {
 	if s.started {
 		n.settingsTick(now)
 		n.storeRevocationsTick(now)
+		n.lookUpsDue(now)
 	}
 	if s.dhcp != nil {
 		n.probeMoved(now)
@@ -527,6 +522,9 @@ func (n *Node) servicesDeadline(now time.Time) time.Time {
 	}
 	for _, c := range n.svc.moves.checks {
 		consider(c.nextProbe)
+	}
+	if n.svc.started {
+		consider(n.nextLookUp())
 	}
 	return next
 }
