@@ -26,6 +26,9 @@
 //   - Put creates or overwrites; overwriting needs the caller to own it.
 //   - Delete and Renew need the caller to own the record.
 //
+// Keys named by Config.Shared or Config.SelfCertifying take writes of
+// other members too, on their terms.
+//
 // The owner is the node ID of the writer. Every record is a lease: it dies
 // after its TTL unless its owner renews it.
 //
@@ -103,7 +106,7 @@ type Status uint8
 // Statuses.
 const (
 	OK        Status = iota // done; Value, Owner and Expires describe the record
-	Exists                  // PutIfAbsent: a live record exists; it is in Value, Owner, Expires
+	Exists                  // PutIfAbsent, or a write of another value to a SelfCertifying key: a live record exists; it is in Value, Owner, Expires
 	NotFound                // no live record
 	Denied                  // the record belongs to Owner, not to the caller
 	TooLarge                // the value exceeds Config.MaxValueLen
@@ -111,7 +114,7 @@ const (
 	Invalid                 // empty or oversize key, or a TTL that is not positive
 	Timeout                 // no answer in time; a write may or may not have happened
 	Busy                    // too many operations queued on the key; try again later
-	Unproven                // a signature failed: on a write, not the origin's or signed over a minute ago; on an answer, not the record owner's
+	Unproven                // a signature failed: on a write, not the origin's or signed over a minute ago; on an answer, not the record owner's; or a SelfCertifying value was not valid
 	OverQuota               // the owner holds as many records as one member may
 	conflict                // replica ack only: the replica has a copy the primary lacks
 	maxStatus
@@ -196,6 +199,28 @@ type Config struct {
 	// member with this certificate, for this key, may. Others' writes to
 	// it are denied.
 	Shared func(key string, cert []byte, writer [32]byte, now time.Time) (shared, allowed bool)
+	// SelfCertifying, when set, names the keys whose values prove
+	// themselves, whoever writes them; nil: none do.
+	SelfCertifying SelfCertifying
+}
+
+// SelfCertifying keys hold statements signed by someone other than their
+// writer (the CA's revocation of a member), so that the value, not the
+// writer's signature, is what every node checks. Any member may write such
+// a key, and only a value Valid there: the primary refuses others, replicas
+// refuse such copies and readers such answers. A live record is final: a
+// write of another value is answered Exists, Delete and Renew are Denied,
+// and a write of the same value renews it in the writer's name. Such
+// records count against no member's quota and are not voided with their
+// writer's (DropOwner): how many there are is up to whoever signs the
+// values, and they say nothing of their writer.
+type SelfCertifying interface {
+	// Covers reports whether key holds self-certifying values. It is asked
+	// of every record when counting or voiding an owner's, so it must be
+	// cheap.
+	Covers(key string) bool
+	// Valid reports whether value may be held under key.
+	Valid(key string, value []byte) bool
 }
 
 // Defaults.
@@ -277,7 +302,7 @@ type Stats struct {
 	Syncing       int // gained arcs still being handed over
 	Conflicts     uint64
 	Malformed     uint64 // messages that failed to decode
-	Forged        uint64 // requests, copies and answers refused: signature failed, or a request signed too long ago or older than its owner's last write
+	Forged        uint64 // requests, copies and answers refused: signature failed, a request signed too long ago or older than its owner's last write, or a SelfCertifying value not valid
 	Forwarded     uint64
 	Operations    []OperationCount `json:",omitempty"` // this node's own finished operations
 }

@@ -3,6 +3,7 @@ package dht
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -200,11 +201,15 @@ func FuzzHandleMessage(f *testing.F) {
 		{Type: msgSyncRequest, ID: 4, From: nid.ID{1}, To: nid.ID{9}},
 		{Type: msgRequest, ID: 1, Origin: nid.ID{2}, Op: opDelete, Hops: 2, Key: "k"},
 		{Type: msgCheck, ID: 5, Base: 9, Key: "k"},
+		{Type: msgRequest, ID: 2, Origin: nid.ID{2}, Op: opPut, Hops: 2, TTL: 60000, Key: "stated:k", Value: []byte("forged")},
+		{Type: msgRecords, ID: 1, Total: 1, Records: []wireRecord{{Key: "stated:k", Owner: nid.ID{1}, Version: 8 << 16, Dead: true, Value: []byte("stated")}}},
 	} {
 		f.Add(m.append(nil))
 	}
+	cfg := testConfig()
+	cfg.SelfCertifying = statedValues{}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		r := newTestRing(t, 1, 4, testConfig())
+		r := newTestRing(t, 1, 4, cfg)
 		n := r.live()[0]
 		n.call(func() { n.p.HandleMessage(r.live()[1].id, b, r.now) })
 		r.run(5 * time.Second)
@@ -215,3 +220,11 @@ func FuzzHandleMessage(f *testing.F) {
 		}
 	})
 }
+
+// statedValues makes the keys stated:* self-certifying, holding the value
+// "stated" only, so that fuzzing reaches the checks of such keys.
+type statedValues struct{}
+
+func (statedValues) Covers(key string) bool { return strings.HasPrefix(key, "stated:") }
+
+func (statedValues) Valid(_ string, value []byte) bool { return string(value) == "stated" }

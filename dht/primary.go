@@ -117,6 +117,17 @@ func (p *Participant) execute(r *request, now time.Time) {
 	rec := p.records[r.msg.Key]
 	live := rec != nil && rec.live(now)
 	origin := r.msg.Origin
+	certified := p.selfCertifying(r.msg.Key)
+	if certified && r.msg.Op != opGet {
+		switch {
+		case r.msg.Op == opDelete || r.msg.Op == opRenew:
+			p.respond(r, Denied, nil, now) // final; a write of the same value renews it
+			return
+		case !p.validValue(r.msg.Key, false, r.msg.Value):
+			p.respond(r, Unproven, nil, now)
+			return
+		}
+	}
 	shared := false
 	if p.cfg.Shared != nil && r.msg.Op != opGet {
 		var allowed bool
@@ -147,14 +158,18 @@ func (p *Participant) execute(r *request, now time.Time) {
 	case opPutIfAbsent:
 		if live {
 			st := Exists
-			if rec.owner == origin && bytes.Equal(rec.value, r.msg.Value) {
-				st = OK // the same owner asking again: a retry, or a restart
+			if (rec.owner == origin || certified) && bytes.Equal(rec.value, r.msg.Value) {
+				st = OK // the same owner asking again (a retry, or a restart), or the same statement
 			}
 			answer(st, rec)
 			return
 		}
 	case opPut:
-		if live && rec.owner != origin && !shared {
+		switch {
+		case live && certified && !bytes.Equal(rec.value, r.msg.Value):
+			answer(Exists, rec)
+			return
+		case live && rec.owner != origin && !shared && !certified:
 			answer(Denied, rec)
 			return
 		}
@@ -176,7 +191,7 @@ func (p *Participant) execute(r *request, now time.Time) {
 	case rec == nil && len(p.records) >= p.cfg.MaxRecords:
 		p.respond(r, Full, nil, now)
 		return
-	case !live && r.msg.Op != opDelete && p.overQuota(origin, now):
+	case !live && r.msg.Op != opDelete && !certified && p.overQuota(origin, now):
 		p.respond(r, OverQuota, nil, now)
 		return
 	}

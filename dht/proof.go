@@ -85,9 +85,34 @@ func (p *Participant) sign(key string, dead bool, value []byte, ttl time.Duratio
 	return pr
 }
 
-// verified reports whether pr proves that owner wrote (key, dead, value).
-// Without an Authority every record is taken on trust.
+// verified reports whether a copy or an answer of (key, dead, value) by
+// owner under pr may be believed: a self-certifying key's by its value
+// alone, whoever wrote it (such a record is never deleted), any other by
+// its owner's signature.
 func (p *Participant) verified(key string, dead bool, value []byte, owner nid.ID, pr *proof) bool {
+	if p.selfCertifying(key) {
+		return p.validValue(key, dead, value)
+	}
+	return p.signed(key, dead, value, owner, pr)
+}
+
+func (p *Participant) selfCertifying(key string) bool {
+	return p.cfg.SelfCertifying != nil && p.cfg.SelfCertifying.Covers(key)
+}
+
+// validValue checks a record of a self-certifying key, which is never
+// deleted: a tombstone of one is as forged as a value not Valid.
+func (p *Participant) validValue(key string, dead bool, value []byte) bool {
+	if dead || !p.cfg.SelfCertifying.Valid(key, value) {
+		p.stats.Forged++
+		return false
+	}
+	return true
+}
+
+// signed reports whether pr proves that owner wrote (key, dead, value).
+// Without an Authority every record is taken on trust.
+func (p *Participant) signed(key string, dead bool, value []byte, owner nid.ID, pr *proof) bool {
 	if p.cfg.Auth == nil {
 		return true
 	}
@@ -152,7 +177,7 @@ func (p *Participant) authorize(r *request, now time.Time) Status {
 		return OK
 	}
 	pr := r.msg.Proof
-	if !p.verified(r.msg.Key, r.msg.Op == opDelete, r.msg.Value, r.msg.Origin, pr) || !p.member(r.msg.Cert, pr.Key, now) {
+	if !p.signed(r.msg.Key, r.msg.Op == opDelete, r.msg.Value, r.msg.Origin, pr) || !p.member(r.msg.Cert, pr.Key, now) {
 		return Unproven
 	}
 	if signedAt := time.UnixMilli(int64(pr.Stamp)); now.Sub(signedAt) > maxClockSkew || signedAt.Sub(now) > maxClockSkew {
@@ -185,7 +210,7 @@ func (p *Participant) overQuota(owner nid.ID, now time.Time) bool {
 	limit := max(minOwnerQuota, int(math.Ceil(2*share*float64(p.cfg.OwnerQuota))))
 	held := 0
 	for _, r := range p.records {
-		if r.owner == owner && r.live(now) && p.isPrimary(r.pos) {
+		if r.owner == owner && r.live(now) && p.isPrimary(r.pos) && !p.selfCertifying(r.key) {
 			held++
 		}
 	}
@@ -194,10 +219,11 @@ func (p *Participant) overQuota(owner nid.ID, now time.Time) bool {
 
 // DropOwner forgets every record owner wrote, as the CA's revocation of
 // owner voids them; other nodes do the same when they learn of it.
+// Self-certifying records stay: they never rested on their writer.
 func (p *Participant) DropOwner(owner nid.ID) {
 	p.run(func() {
 		for _, key := range sortedKeys(p.records) {
-			if r := p.records[key]; r.owner == owner {
+			if r := p.records[key]; r.owner == owner && !p.selfCertifying(key) {
 				p.drop(r)
 			}
 		}

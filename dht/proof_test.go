@@ -248,3 +248,114 @@ func TestSharedKeysTakeAnyAuthorisedWriter(t *testing.T) {
 	settle(t, r, "a name", put(member, "name:m", "10.0.0.9", time.Minute), OK)
 	settle(t, r, "an admin's Put over it", put(admin1, "name:m", "10.6.6.6", time.Minute), Denied)
 }
+
+// revocationRecords is the rule the node gives its DHT: revoked:<node ID>
+// holds the CA's revocation of that node and nothing else.
+type revocationRecords struct{ ring *simRing }
+
+func (revocationRecords) Covers(key string) bool { return strings.HasPrefix(key, "revoked:") }
+
+func (v revocationRecords) Valid(key string, value []byte) bool {
+	rev, err := v.ring.trust.ParseAndVerifyRevocation(value)
+	return err == nil && key == "revoked:"+rev.Node.String()
+}
+
+// TestARevocationRecordIsCheckedAndFinal: any member may store the CA's
+// revocation of a node under that node's key, and nothing else there: a
+// revocation by another CA, of another node, or garbage is refused by
+// the primary, and copies of such values or of a deletion by the nodes
+// that hold the record. Once stored, another revocation does not replace
+// it and no one deletes it, and it outlives the revocation of the member
+// that wrote it.
+func TestARevocationRecordIsCheckedAndFinal(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxValueLen = DefaultMaxValueLen
+	var rule revocationRecords
+	cfg.SelfCertifying = &rule
+	r := newTestRing(t, 28, 8, cfg)
+	rule.ring = r
+	nodes := r.live()
+	revoked := nodes[7].id
+	key := "revoked:" + revoked.String()
+	ca := r.trust.CAs[0]
+	revoke := func(ca *identity.CA, id nid.ID, at time.Time) string {
+		rev, err := identity.SignRevocation(ca, id, "laptop", at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(rev.Marshal())
+	}
+	valid := revoke(ca, revoked, r.now)
+	otherCA, err := identity.NewCA(ca.Network, rand.NewChaCha8([32]byte{0xcb}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	primary := primaryOf(r, key)
+	before := primary.p.Stats().Forged
+	for what, value := range map[string]string{
+		"another CA's revocation":           revoke(otherCA, revoked, r.now),
+		"a revocation of another node":      revoke(ca, nodes[6].id, r.now),
+		"a revocation changed in its name":  strings.Replace(valid, "laptop", "lapdog", 1),
+		"something that is no revocation":   "revoked",
+		"no value at all (an empty record)": "",
+	} {
+		settle(t, r, "Put of "+what, put(nodes[2], key, value, time.Minute), Unproven)
+	}
+	if primary.p.Stats().Forged == before {
+		t.Error("the primary did not count the forged values")
+	}
+	settle(t, r, "Get after the forged writes", get(nodes[0], key), NotFound)
+
+	settle(t, r, "the revocation", putIfAbsent(nodes[2], key, valid, time.Minute), OK)
+	later := revoke(ca, revoked, r.now.Add(time.Hour))
+	if o := settle(t, r, "another revocation of the node over it", put(nodes[3], key, later, time.Minute), Exists); string(o.res.Value) != valid {
+		t.Fatalf("the answer holds %q, want the stored revocation", o.res.Value)
+	}
+	settle(t, r, "its writer's Delete", del(nodes[2], key), Denied)
+	settle(t, r, "its writer's Renew", renew(nodes[2], key, time.Minute), Denied)
+	settle(t, r, "another member's PutIfAbsent of the same revocation", putIfAbsent(nodes[4], key, valid, time.Minute), OK)
+	settle(t, r, "another member's Put of the same revocation", put(nodes[3], key, valid, time.Minute), OK)
+	mustRead(t, r, nodes[0], key, valid, nodes[3].id)
+
+	// Every holder refuses copies that would replace it with a forged
+	// value or a deletion, at any version.
+	forged := r.nodes[r.responsibleSet(Position(key), 1)[0]].p.records[key].wire(r.now)
+	forged.Value, forged.Version = []byte(revoke(otherCA, revoked, r.now)), forged.Version+1<<20
+	tombstone := forged
+	tombstone.Value, tombstone.Dead = []byte(valid), true // the revocation itself, marked deleted
+	for _, id := range r.responsibleSet(Position(key), 3) {
+		h := r.nodes[id]
+		before := h.p.Stats().Forged
+		h.call(func() {
+			h.p.HandleMessage(nodes[6].id, (&message{Type: msgRecords, Total: 1, Records: []wireRecord{forged, tombstone}}).append(nil), r.now)
+		})
+		if got := h.p.records[key]; got.dead || string(got.value) != valid {
+			t.Fatalf("holder %v replaced the revocation with a copy (dead %v)", id, got.dead)
+		}
+		if h.p.Stats().Forged < before+2 {
+			t.Fatalf("holder %v did not count both forged copies (%d, was %d)", id, h.p.Stats().Forged, before)
+		}
+	}
+
+	// The member that wrote it last is revoked in turn: its records are
+	// void, but not the CA's statement it stored.
+	r.revoked[nodes[3].id] = true
+	for _, n := range nodes {
+		n.call(func() { n.p.DropOwner(nodes[3].id) })
+	}
+	mustRead(t, r, nodes[0], key, valid, nodes[3].id)
+}
+
+// TestTheLargestRevocationFitsOneWrite: the CA's largest revocation fits a
+// record, and its write request fits a message even from a member with
+// the largest certificate the CA signs.
+func TestTheLargestRevocationFitsOneWrite(t *testing.T) {
+	if identity.MaxRevocationSize > DefaultMaxValueLen {
+		t.Fatalf("a revocation of up to %d bytes, records of up to %d", identity.MaxRevocationSize, DefaultMaxValueLen)
+	}
+	m := message{Type: msgRequest, Op: opPut, Key: "revoked:" + nid.ID{}.String(), Value: make([]byte, identity.MaxRevocationSize),
+		Proof: &proof{}, Cert: make([]byte, identity.MaxCertificateSize)}
+	if n := len(m.append(nil)); n > DefaultMaxMessageLen {
+		t.Fatalf("the largest write of a revocation is %d bytes, messages at most %d", n, DefaultMaxMessageLen)
+	}
+}

@@ -349,6 +349,7 @@ func (e *linkEvents) LinkUp(l *link.Link) {
 	n.shareRevocations(l)
 	n.advertiseLeaves(l, l.Since)
 	n.overlayLinkUp(l, l.Since)
+	n.lookUpLater(l.Peer.ID, n.now)
 }
 
 func (e *linkEvents) LinkDown(l *link.Link, reason string) {

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"burrow/dht"
+	"burrow/nid"
 	"burrow/overlay"
 )
 
@@ -78,5 +80,110 @@ func TestAMemberThatWasAwayLearnsARevocationFromItsFirstLinkBack(t *testing.T) {
 	}
 	if _, err := fresh.node.verifyPeer([]byte("n2"), w.keys["n2"], w.now); err != errRevoked {
 		t.Fatalf("the late member's check of n2's certificate: %v, want %v", err, errRevoked)
+	}
+}
+
+// TestAMemberThatMissedARevocationFindsItInTheDHT: a member away while a
+// revocation spread (the flood's copies to it were lost; its links stayed
+// up, so no neighbour tells it again) does not know the revoked node.
+// When that node links to it, the member reads the revocation every
+// member stored in the DHT under the node's key, cuts it off and keeps
+// the revocation.
+func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
+	w := newOverlayNet(t, 12, 9, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	w.advance(10*time.Second, 250*time.Millisecond)
+	live := w.live()
+	revoked, handedTo := live[3], live[8]
+	key := revocationKey(revoked.node.Self())
+	// The member away holds no copy of the key (so the record is stored
+	// while it is away) and has no link to the revoked node.
+	holders := map[*testNode]bool{}
+	first, _ := slices.BinarySearchFunc(live, dht.Position(key), func(n *testNode, pos nid.ID) int { return n.node.Self().Compare(pos) })
+	for i := range dht.DefaultReplicas {
+		holders[live[(first+i)%len(live)]] = true
+	}
+	var away *testNode
+	for _, n := range live {
+		if n != revoked && n != handedTo && !holders[n] && !slices.Contains(n.node.Adjacency(), revoked.node.Self()) {
+			away = n
+			break
+		}
+	}
+	if away == nil {
+		t.Fatal("no member to be away")
+	}
+	w.down[away] = true
+	if _, _, err := handedTo.node.Revoke([]byte(revocationPrefix+revoked.name), w.now); err != nil {
+		t.Fatal(err)
+	}
+	w.drain()
+	delete(w.down, away)
+	if len(away.learnedRevocations) != 0 {
+		t.Fatalf("%s, away, learned %v", away.name, away.learnedRevocations)
+	}
+	var stored dht.Result
+	live[0].node.WithDHT(w.now, func(c dht.Client) { c.Get(key, w.now, func(r dht.Result) { stored = r }) })
+	w.drain()
+	if stored.Status != dht.OK || string(stored.Value) != revocationPrefix+revoked.name {
+		t.Fatalf("the DHT holds %v %q under %s, want the revocation", stored.Status, stored.Value, key)
+	}
+
+	w.connect(slices.Index(w.nodes, revoked), slices.Index(w.nodes, away))
+	w.advance(revocationLookupDelay+2*time.Second, 100*time.Millisecond)
+	if got := away.learnedRevocations; len(got) != 1 || got[0].ID != revoked.node.Self() {
+		t.Fatalf("%s, linked to the revoked %s, learned %v", away.name, revoked.name, got)
+	}
+	if !slices.Contains(away.node.svc.kv.Stats().Operations, dht.OperationCount{Op: "get", Result: "ok", N: 1}) {
+		t.Errorf("%s did not read the revocation from the DHT: %v", away.name, away.node.svc.kv.Stats().Operations)
+	}
+	if slices.Contains(away.node.Adjacency(), revoked.node.Self()) {
+		t.Errorf("%s is still linked to the revoked %s", away.name, revoked.name)
+	}
+}
+
+// TestRevocationLookupsAreBoundedPerPeerAndInAll: links to one peer that
+// come and go read its revocation key once per revocationLookupEvery, a
+// link gone before revocationLookupDelay reads nothing, and the peers
+// remembered as read, or waiting to be, stay at most maxRevocationLookups.
+func TestRevocationLookupsAreBoundedPerPeerAndInAll(t *testing.T) {
+	w := newTestNet(t, 1, 10)
+	n := w.nodes[0].node
+	reads := func() uint64 {
+		var c uint64
+		for _, o := range n.svc.kv.Stats().Operations {
+			if o.Op == "get" {
+				c += o.N
+			}
+		}
+		return c
+	}
+	peer := nid.ID{7}
+	for _, c := range []struct {
+		after time.Duration
+		want  uint64
+	}{{0, 1}, {time.Minute, 1}, {revocationLookupEvery - time.Second, 1}, {revocationLookupEvery, 2}} {
+		n.lookUpRevocation(peer, w.now.Add(c.after))
+		if got := reads(); got != c.want {
+			t.Fatalf("%v after the first lookup: %d reads, want %d", c.after, got, c.want)
+		}
+	}
+	for i := range maxRevocationLookups + 10 {
+		n.lookUpRevocation(nid.ID{1, byte(i >> 8), byte(i)}, w.now.Add(revocationLookupEvery))
+	}
+	if len(n.rev.lookedUp) != maxRevocationLookups || len(n.rev.lookups) != maxRevocationLookups {
+		t.Fatalf("%d peers remembered (%d in order), want at most %d", len(n.rev.lookedUp), len(n.rev.lookups), maxRevocationLookups)
+	}
+	before := reads()
+	n.lookUpLater(nid.ID{8}, w.now) // no link to it is up
+	n.lookUpsDue(w.now.Add(revocationLookupDelay))
+	if reads() != before || len(n.rev.toLookUp) != 0 {
+		t.Fatalf("a peer whose link is gone was read (%d reads, was %d) or still waits (%d)", reads(), before, len(n.rev.toLookUp))
+	}
+	for i := range maxRevocationLookups + 10 {
+		n.lookUpLater(nid.ID{2, byte(i >> 8), byte(i)}, w.now)
+	}
+	if len(n.rev.toLookUp) != maxRevocationLookups {
+		t.Fatalf("%d peers wait to be read, want at most %d", len(n.rev.toLookUp), maxRevocationLookups)
 	}
 }

@@ -151,6 +151,9 @@ func (n *Node) initServices(now time.Time) error {
 	if c.DHT.Shared == nil {
 		c.DHT.Shared = n.sharedSettings
 	}
+	if c.DHT.SelfCertifying == nil {
+		c.DHT.SelfCertifying = (*revocationRecords)(n)
+	}
 	kv, err := dht.New((*dhtEnv)(n), c.DHT, now)
 	if err != nil {
 		return err
@@ -471,6 +474,8 @@ func (n *Node) servicesTick(now time.Time) {
 	n.groupsTick(now)
 	if s.started {
 		n.settingsTick(now)
+		n.storeRevocationsTick(now)
+		n.lookUpsDue(now)
 	}
 	if s.dhcp != nil {
 		n.probeMoved(now)
@@ -517,6 +522,9 @@ func (n *Node) servicesDeadline(now time.Time) time.Time {
 	}
 	for _, c := range n.svc.moves.checks {
 		consider(c.nextProbe)
+	}
+	if n.svc.started {
+		consider(n.nextLookUp())
 	}
 	return next
 }
