@@ -47,10 +47,14 @@ func (h *health) probing(now int64) bool {
 	return first < h.waiting.Load() && h.firstProbe.CompareAndSwap(first, now)
 }
 
-// heard ends the wait: the peer is alive.
+// heard ends the wait: the peer is alive. The wait's probe is answered
+// with it: a wait that begins at the same instant (the data path reads
+// the clock once per batch) must not take it for its own, or it would be
+// suspect, unprobed, as soon as suspectAfter passed.
 func (h *health) heard() {
 	if h.waiting.Load() != 0 {
 		h.waiting.Store(0)
+		h.firstProbe.Store(0)
 	}
 }
 

@@ -133,3 +133,24 @@ func TestRestartedPeerIsDownThenUp(t *testing.T) {
 		t.Fatalf("a second handshake of the same boot took the link down: downs %q", a.downs)
 	}
 }
+
+// A probe is answered, and data goes out again at the same instant (the
+// data path reads the clock once per batch): the new wait's silence has
+// had no probe yet, so it is not suspect once suspectAfter has passed
+// with the peer quiet; it sends a probe of its own first.
+func TestAnAnsweredProbeDoesNotCountForTheNextWait(t *testing.T) {
+	w, a, _, la, now := linkedPair(t, Timers{})
+	answered := la.Counters.RxPackets.Load()
+	for la.Counters.RxPackets.Load() == answered {
+		now = now.Add(5 * time.Millisecond)
+		sendTraffic(a.m, la, now)
+		w.run(now)
+	}
+	if la.Counters.SentData(now.UnixNano()) {
+		t.Fatal("a probe is due the instant the peer answered")
+	}
+	_, suspectAfter, _ := la.Counters.health.thresholds()
+	if later := now.Add(2 * suspectAfter); la.Counters.Suspect(later.UnixNano()) {
+		t.Fatalf("suspect %v after the peer answered, with no probe sent since", later.Sub(now))
+	}
+}
