@@ -78,6 +78,10 @@ type Manager struct {
 	// visit them in a fixed order without sorting the keys each time.
 	byID    []*Link
 	ticking []*Link // Tick's snapshot of byID, kept for its capacity
+	// keepalivePhase places this node's keepalive rounds (see
+	// keepaliveDue): nanoseconds past a multiple of the round, derived
+	// from its ID so that nodes do not all send at the same instants.
+	keepalivePhase int64
 }
 
 const (
@@ -104,7 +108,7 @@ func NewManager(cfg Config, events Events) *Manager {
 	if cfg.HandshakesTotal <= 0 {
 		cfg.HandshakesTotal = 500
 	}
-	return &Manager{
+	m := &Manager{
 		cfg:           cfg,
 		timers:        cfg.Timers.withDefaults(),
 		events:        events,
@@ -118,6 +122,8 @@ func NewManager(cfg Config, events Events) *Manager {
 		cookies:       cookieJar{rand: cfg.Handshake.Rand},
 		buf:           make([]byte, 0, 2048),
 	}
+	m.keepalivePhase = int64(binary.LittleEndian.Uint64(m.self[:8]) % uint64(m.keepaliveRound()))
+	return m
 }
 
 // Self is this node's ID.

@@ -527,3 +527,60 @@ func TestAnAnswerIsNeverMuchLongerThanTheInitiation(t *testing.T) {
 		t.Fatal("the short initiation reached the Noise decoder")
 	}
 }
+
+// An idle node's links fall due for keepalives each at its own moment; one
+// driven by its NextDeadline, as the daemon and the simulator drive it,
+// must still wake at most once per keepalive round (half an interval),
+// not once per link, and send no more keepalives for it.
+func TestAnIdleNodeWakesOncePerKeepaliveRound(t *testing.T) {
+	ca := trustedNames{}
+	a := newTestNode(t, "a", 1, 1, ca, Timers{})
+	w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a}}
+	peers := make([]*testNode, 6)
+	now := time.Unix(1000, 0)
+	for i := range peers {
+		p := newTestNode(t, string(rune('b'+i)), uint16(2+i), uint64(2+i), ca, Timers{})
+		w.nodes[p.addr] = p
+		peers[i] = p
+		// Each link comes up, and last sends, 300 ms after the one before.
+		now = now.Add(300 * time.Millisecond)
+		a.m.AddDial([]Endpoint{UDPEndpoint(p.addr)}, DialOptions{}, now)
+		a.m.Tick(now)
+		w.run(now)
+	}
+	if len(a.ups) != len(peers) {
+		t.Fatalf("%d links up, want %d", len(a.ups), len(peers))
+	}
+	sent := map[*Link]uint64{}
+	for _, l := range a.m.Links() {
+		sent[l] = l.Counters.TxPackets.Load()
+	}
+	const idle = 20 * time.Second
+	end, ticks := now.Add(idle), 0
+	for {
+		now = a.m.NextDeadline(now)
+		if now.After(end) {
+			break
+		}
+		ticks++
+		a.m.Tick(now)
+		for _, p := range peers {
+			p.m.Tick(now)
+		}
+		w.run(now)
+	}
+	for _, n := range append(peers, a) {
+		if len(n.downs) != 0 {
+			t.Fatalf("links went down while idle: %v", n.downs)
+		}
+	}
+	keepalive := a.m.Timers().Keepalive
+	if most := int(idle/(keepalive/2)) + 1; ticks > most {
+		t.Fatalf("ticked %d times in %v idle with %d links, want at most %d: one per keepalive round", ticks, idle, len(peers), most)
+	}
+	for l, before := range sent {
+		if n, most := l.Counters.TxPackets.Load()-before, uint64(idle/keepalive)+1; n > most {
+			t.Fatalf("the link to %s sent %d keepalives in %v idle, want at most %d", l.Peer.Name, n, idle, most)
+		}
+	}
+}

@@ -166,10 +166,30 @@ func (m *Manager) tickLink(l *Link, now time.Time) {
 		}
 		l.rekeyAt = now.Add(t.HandshakeRetry)
 	}
-	if now.Sub(l.Counters.LastTx()) >= t.Keepalive {
+	if !now.Before(m.keepaliveDue(l)) {
 		m.sendKeepalive(l, l.current, now)
 	}
 }
+
+// keepaliveDue is when l sends its next keepalive: at the first of the
+// node's keepalive rounds, half an interval apart, more than half an
+// interval after l last sent. Each link falling due at its own moment
+// woke an idle node with a dozen links a dozen times per interval; now
+// it wakes at most once per round. An idle link still sends once per
+// interval, and none waits longer than that, so the peer's dead-peer
+// timer is as safe as before; a link that just stopped carrying traffic
+// sends its first keepalive up to half an interval early.
+func (m *Manager) keepaliveDue(l *Link) time.Time {
+	last := l.Counters.lastTx.Load()
+	if last == 0 {
+		return time.Time{}
+	}
+	round := m.keepaliveRound()
+	return time.Unix(0, ((last+round-m.keepalivePhase)/round+1)*round+m.keepalivePhase)
+}
+
+// keepaliveRound is the time between keepalive rounds, in nanoseconds.
+func (m *Manager) keepaliveRound() int64 { return max(int64(m.timers.Keepalive/2), 1) }
 
 // tryFallback starts a handshake over the worse direct paths of a link
 // whose direct IPv6 path went quiet, once per handshake retry interval,
@@ -275,7 +295,7 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 			earlier(l.created.Add(t.DeadAfter))
 			continue
 		}
-		earlier(l.Counters.LastTx().Add(t.Keepalive))
+		earlier(m.keepaliveDue(l))
 		if l.rekey == nil && l.upgradeAt.Before(next) && l.hasBetterCandidate() {
 			next = l.upgradeAt
 		}

@@ -291,6 +291,13 @@ func (n *Node) NextDeadline(now time.Time) time.Time {
 	if !n.ov.cfg.Disabled && n.ov.stabilize.Before(next) {
 		next = n.ov.stabilize
 	}
+	if !n.ov.cfg.Disabled {
+		for _, t := range []time.Time{n.longDistanceDeadline(now), n.peersDeadline(now)} {
+			if !t.IsZero() && t.Before(next) {
+				next = t
+			}
+		}
+	}
 	for _, t := range []time.Time{n.servicesDeadline(now), n.reachDeadline(), n.pingDeadline(), n.birthdayDeadline(now)} {
 		if !t.IsZero() && t.Before(next) {
 			next = t

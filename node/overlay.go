@@ -325,7 +325,7 @@ func (n *Node) overlayTick(now time.Time) {
 		}
 	}
 	for id, r := range o.requests {
-		if now.After(r.expires) {
+		if !now.Before(r.expires) {
 			delete(o.requests, id)
 			if r.slot != nil {
 				r.slot.request, r.slot.retry = 0, now

@@ -150,6 +150,39 @@ func (n *Node) reconcile(now time.Time) {
 	n.recon = sc
 }
 
+// peersDeadline is the next moment a timed condition of reconcile comes
+// true for a peer: a drained link to tear down, an unwanted one to close,
+// a link use to announce again; zero when none. Only moments still ahead
+// count: one that passed without reconcile acting waits for something
+// else (every successor link up), and asking for it again would tick in a
+// loop. Without it these waited for the next tick of any other timer (a
+// second at most), and drained links sent keepalives their peers, which
+// had torn theirs down, no longer knew.
+func (n *Node) peersDeadline(now time.Time) time.Time {
+	var next time.Time
+	later := func(t time.Time) {
+		if t.After(now) && (next.IsZero() || t.Before(next)) {
+			next = t
+		}
+	}
+	for id, ps := range n.ov.peers {
+		if ps.closing {
+			later(ps.retireAt)
+			continue
+		}
+		if !ps.unwanted.IsZero() {
+			later(ps.unwanted.Add(closeGrace))
+			if l := n.upLink(id); l != nil && !ps.heard {
+				later(l.Since.Add(unheardGrace))
+			}
+		}
+		if !ps.heard && ps.asks < maxAsks {
+			later(ps.announcedAt.Add(announceRetry))
+		}
+	}
+	return next
+}
+
 // reconcileScratch holds reconcile's map and key slice between calls.
 type reconcileScratch struct {
 	want map[nid.ID]overlay.Reason

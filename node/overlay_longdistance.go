@@ -116,10 +116,7 @@ func (n *Node) usedByLongDistance(id nid.ID) bool {
 func (n *Node) tickLongDistance(now time.Time) {
 	o := &n.ov
 	size := o.ring.EstimateSize()
-	k := o.cfg.Params.K(size)
-	if size < 3 {
-		k = 0 // with two nodes every link is a successor link
-	}
+	k := n.longDistanceSlots(size)
 	for len(o.ld) < k {
 		o.ld = append(o.ld, &ldSlot{draw: overlay.Draw(o.rng), retry: now})
 	}
@@ -151,9 +148,9 @@ func (n *Node) tickLongDistance(now time.Time) {
 		if s.request != 0 || now.Before(s.retry) {
 			continue
 		}
-		target := s.draw.Target(n.self, size)
-		if s.draw.TooClose(size) || n.successorsHold(target) {
-			s.draw = overlay.Draw(o.rng)
+		target, ok := n.drawShortcut(s, size)
+		if !ok {
+			s.retry = now.Add(fastStabilize)
 			continue
 		}
 		s.request, s.asked = o.rng.Uint64()|1, now
@@ -161,6 +158,70 @@ func (n *Node) tickLongDistance(now time.Time) {
 		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: target, Origin: n.self,
 			Via: n.via(), ID: s.request, Reasons: overlay.ReasonLongDistance, From: n.selfInfo()}, now)
 	}
+}
+
+// longDistanceSlots is how many long-distance links the node keeps at
+// the size estimate.
+func (n *Node) longDistanceSlots(size float64) int {
+	if size < 3 {
+		return 0 // with two nodes every link is a successor link
+	}
+	return n.ov.cfg.Params.K(size)
+}
+
+// maxRedraws bounds the draws for a target at one tick: in a ring of a
+// few nodes the successors hold most targets.
+const maxRedraws = 16
+
+// drawShortcut is the slot's target, drawn again while it is no shortcut
+// (too close, or held by a successor), up to maxRedraws times.
+func (n *Node) drawShortcut(s *ldSlot, size float64) (nid.ID, bool) {
+	for range maxRedraws {
+		target := s.draw.Target(n.self, size)
+		if !s.draw.TooClose(size) && !n.successorsHold(target) {
+			return target, true
+		}
+		s.draw = overlay.Draw(n.ov.rng)
+	}
+	return nid.ID{}, false
+}
+
+// longDistanceDeadline is when tickLongDistance next has work: a slot to
+// add, re-aim or ask for, or a request to expire; zero when none. Without
+// it that work waited for the next tick of any other timer (a second at
+// most), and joins settled more slowly.
+func (n *Node) longDistanceDeadline(now time.Time) time.Time {
+	o := &n.ov
+	var next time.Time
+	earlier := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, r := range o.requests {
+		earlier(r.expires)
+	}
+	size := o.ring.EstimateSize()
+	if len(o.ld) < n.longDistanceSlots(size) {
+		return now
+	}
+	if o.formation.settled.IsZero() {
+		return next
+	}
+	for _, s := range o.ld {
+		switch {
+		case s.peer != (nid.ID{}):
+			if r := size / s.size; r > 2 || r < 0.5 && s.offSince.IsZero() {
+				return now
+			}
+			if !s.offSince.IsZero() {
+				earlier(s.offSince.Add(reaimAfter))
+			}
+		case s.request == 0:
+			earlier(s.retry)
+		}
+	}
+	return next
 }
 
 // successorsHold reports whether target lies up to this node's last

@@ -529,3 +529,32 @@ func TestARestartedNodeIsTakenBackBeforeItsBurialLapses(t *testing.T) {
 	}
 	t.Fatalf("%v after the restart, %s's successors are %v, want %s second", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
 }
+
+// The overlay's timed work — a long-distance request to retry, a drained
+// link to tear down — is part of NextDeadline. A driver ticks at the
+// deadline, and with keepalives in rounds an idle node is ticked about
+// once a second: work due in between waited for that tick, which slowed
+// joins, and drained links lingered and sent keepalives to peers that had
+// torn theirs down.
+func TestTheOverlaysTimedWorkIsADeadline(t *testing.T) {
+	w := newOverlayNet(t, 12, 3, overlay.Params{Successors: 2, LongDistance: 2})
+	w.settle(t, 60*time.Second)
+	w.advance(10*time.Second, 250*time.Millisecond)
+	live := w.live()
+	a, b := live[0], live[1]
+	const soon = 20 * time.Millisecond
+	if len(a.node.ov.ld) == 0 || a.node.ov.formation.settled.IsZero() {
+		t.Fatal("no long-distance slot, or the node has not settled")
+	}
+	s := a.node.ov.ld[0]
+	s.peer, s.request, s.retry = nid.ID{}, 0, w.now.Add(soon)
+	if next := a.node.NextDeadline(w.now); next.After(s.retry) {
+		t.Errorf("a long-distance request is due in %v, but the next deadline is in %v", soon, next.Sub(w.now))
+	}
+	s.retry = w.now.Add(time.Hour)
+	ps := a.node.peer(b.node.Self())
+	a.node.retire(a.node.upLink(b.node.Self()), ps, w.now.Add(soon-drainTime))
+	if next := a.node.NextDeadline(w.now); next.After(ps.retireAt) {
+		t.Errorf("a drained link is due to close in %v, but the next deadline is in %v", soon, next.Sub(w.now))
+	}
+}

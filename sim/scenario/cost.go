@@ -28,7 +28,9 @@ func runCost(o Options) (*Result, error) {
 		// Idle traffic.
 		before := traffic(s)
 		coreBefore := coreControl(s)
+		ticksBefore := s.NetStats().Ticks
 		s.RunFor(costIdle)
+		idleTicks := float64(s.NetStats().Ticks-ticksBefore) / costIdle.Seconds() / float64(n)
 		after := traffic(s)
 		coreAfter := coreControl(s)
 		secs := costIdle.Seconds()
@@ -61,7 +63,7 @@ func runCost(o Options) (*Result, error) {
 		join.Add(n, jt[sim.KindControl], jt[sim.KindHandshake], jt[sim.KindKeepalive], jt[sim.KindFlood], len(joiner.Core().Adjacency()), 2*n+2*(4+2))
 		inv := invariants(r, fmt.Sprintf("n=%d", n), s)
 		data[fmt.Sprint(n)] = map[string]any{"node_bytes_per_s": perNode, "idle": sum, "join": tag.Traffic, "invariants": inv}
-		o.logf("cost n=%d: %.0f B/s per node idle, join %d control datagrams", n, mean(perNode), jt[sim.KindControl])
+		o.logf("cost n=%d: %.0f B/s per node idle, %.2f ticks per node a second idle (the engine's work), join %d control datagrams", n, mean(perNode), idleTicks, jt[sim.KindControl])
 	}
 	r.Data["sizes"] = data
 	r.note("kinds: keepalive = empty transport messages; handshake = Noise handshakes (links, rekeys every 2 min, heal probes); control = overlay messages; flood = Bounded Flood (leaf adverts when links come up); undelivered = transport datagrams that never reached a running receiver, whose content the simulator cannot see; IP and UDP headers (28 bytes per datagram) are not counted")
