@@ -58,7 +58,7 @@ e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
   burrow sim --out docs/sim
   burrow sim e7 cost --large --out /tmp/sim
   burrow sim e8 --n 1000
-  burrow sim e3 e4 e5 e6 e9 --n 64,1000 --out /tmp/sim`,
+  burrow sim e3 e4 e5 e6 e9 --n 1000 --out /tmp/sim`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var run []scenario.Scenario
 			if len(args) == 0 {
