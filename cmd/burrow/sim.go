@@ -50,12 +50,15 @@ The same seed gives the same results.
 Scenarios (all of them when none is named):
 ` + strings.Join(names, "\n") + `
 
-The sweeps of e7 and cost run 8…1,000 and 100…1,000 nodes, e8 runs 32;
---large adds 10,000 to the sweeps and 1,000 to e8, --n replaces the sizes.`,
+Every scenario takes --n, which replaces its sizes. By default e3 and e4
+run the paper's 64 nodes, e5 32, e6 128, e8 32 and e9 225; the sweeps of
+e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
+1,000. --large adds 10,000 to the sweeps and 1,000 to e8.`,
 		Example: `  burrow sim e3 e4 --seed 7
   burrow sim --out docs/sim
   burrow sim e7 cost --large --out /tmp/sim
-  burrow sim e8 --n 1000`,
+  burrow sim e8 --n 1000
+  burrow sim e3 e4 e5 e6 e9 --n 1000 --out /tmp/sim`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var run []scenario.Scenario
 			if len(args) == 0 {
@@ -116,8 +119,8 @@ The sweeps of e7 and cost run 8…1,000 and 100…1,000 nodes, e8 runs 32;
 	}
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "random seed; the same seed replays the same run")
 	cmd.Flags().StringVar(&out, "out", "", "directory to write CSV, JSON and SVG results to")
-	cmd.Flags().IntSliceVar(&sizes, "n", nil, "overlay sizes for e7, e8 and cost, e.g. 100,1000,10000")
-	cmd.Flags().BoolVar(&large, "large", false, "add 10,000 nodes to the e7 and cost sweeps, 1,000 to e8")
+	cmd.Flags().IntSliceVar(&sizes, "n", nil, "overlay sizes, replacing every named scenario's, e.g. 100,1000,10000")
+	cmd.Flags().BoolVar(&large, "large", false, "add 10,000 nodes to the sweeps (e7, cost, formation, revocation), 1,000 to e8")
 	cmd.Flags().StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file")
 	cmd.Flags().StringVar(&memProfile, "memprofile", "", "write a heap profile (allocations so far, memory in use) to this file with every progress report")
 	return cmd

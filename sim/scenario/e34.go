@@ -10,9 +10,9 @@ import (
 	"burrow/sim"
 )
 
-// failoverCase is one E3/E4 run: in an overlay of 64 nodes with s
-// successors and k = 2, a node probes two targets every 100 ms while its
-// first kills successors die.
+// failoverCase is one E3/E4 run: in an overlay of n nodes (the paper: 64)
+// with s successors and k = 2, a node probes two targets every 100 ms
+// while its first kills successors die.
 type failoverCase struct {
 	label  string
 	n      int
@@ -20,6 +20,9 @@ type failoverCase struct {
 	target int // the first target is this many successor edges away
 	kills  int
 }
+
+// failoverPaperN is the size of the paper's E3 and E4 overlays.
+const failoverPaperN = 64
 
 const (
 	probeInterval = 100 * time.Millisecond
@@ -32,19 +35,25 @@ func failoverTable(r *Result) *Table {
 }
 
 func runE3(o Options) (*Result, error) {
-	r := newResult("e3", "E3: connectivity when the successor fails (n=64, s=1, k=2)", o)
+	sizes := o.paperSized(failoverPaperN)
+	r := newResult("e3", fmt.Sprintf("E3: connectivity when the successor fails (n=%s, s=1, k=2)", sizesText(sizes)), o)
 	t := failoverTable(r)
-	failover(o, r, t, failoverCase{label: "s=1, successor killed", n: 64, s: 1, target: 2, kills: 1})
+	for _, z := range sizes {
+		failover(o, r, t, failoverCase{label: z.label("s=1, successor killed"), n: z.n, s: 1, target: 2, kills: 1})
+	}
 	r.note("targets: (1) the successor's successor, (2) the node's first long-distance peer clockwise beyond it; the successor is killed silently (no Leave)")
 	r.note("paper (E3): the ping to the successor's successor failed when the successor was shut down and resumed once the overlay repaired itself; the ping to the long-distance peer was uninterrupted")
 	return r, r.Err()
 }
 
 func runE4(o Options) (*Result, error) {
-	r := newResult("e4", "E4: resilience to one and two adjacent failures (n=64, s=2, k=2)", o)
+	sizes := o.paperSized(failoverPaperN)
+	r := newResult("e4", fmt.Sprintf("E4: resilience to one and two adjacent failures (n=%s, s=2, k=2)", sizesText(sizes)), o)
 	t := failoverTable(r)
-	failover(o, r, t, failoverCase{label: "s=2, successor killed", n: 64, s: 2, target: 3, kills: 1})
-	failover(o, r, t, failoverCase{label: "s=2, two successors killed", n: 64, s: 2, target: 3, kills: 2})
+	for _, z := range sizes {
+		failover(o, r, t, failoverCase{label: z.label("s=2, successor killed"), n: z.n, s: 2, target: 3, kills: 1})
+		failover(o, r, t, failoverCase{label: z.label("s=2, two successors killed"), n: z.n, s: 2, target: 3, kills: 2})
+	}
 	r.note("targets: (1) the node 3 successor edges away, (2) the node's first long-distance peer clockwise beyond it; the successors are killed silently (no Leave)")
 	r.note("paper (E4): s=2 prevented the partition when one node was shut down; with both adjacent successors shut down the interruption appeared again")
 	return r, r.Err()

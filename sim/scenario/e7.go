@@ -61,8 +61,23 @@ const broadcastSpacing = 20 * time.Millisecond
 // be most of the simulation's work.
 var e7Timers = link.Timers{Keepalive: 10 * time.Second, DeadAfter: 30 * time.Second, RekeyAfter: 10 * time.Minute, RejectAfter: 15 * time.Minute}
 
-// e7Sample is how many broadcast sources large overlays use.
-const e7Sample = 300
+// broadcastSample is how many broadcast sources large overlays use.
+const broadcastSample = 300
+
+// broadcastSources returns the nodes whose broadcasts measure the paths:
+// every node, or broadcastSample random ones in overlays of more than
+// twice that, where a broadcast from every node would cost n² deliveries.
+func broadcastSources(s *sim.Sim) (sources []int, sampled bool) {
+	n := len(s.Nodes())
+	if n > 2*broadcastSample {
+		return s.Rand().Perm(n)[:broadcastSample], true
+	}
+	sources = make([]int, n)
+	for i := range sources {
+		sources[i] = i
+	}
+	return sources, false
+}
 
 // paperTable1 is the EdgeVPN paper's Table 1: at n = 128, how many nodes
 // had each maximum path length.
@@ -80,14 +95,7 @@ func runE7(o Options) (*Result, error) {
 			return sim.NodeConfig{Params: overlay.Params{Successors: 2, Auto: true}, Timers: e7Timers}
 		}, coldStart: true})
 		converged := s.Elapsed()
-		sources := make([]int, n)
-		for i := range sources {
-			sources[i] = i
-		}
-		sampled := n > e7Sample*2
-		if sampled {
-			sources = s.Rand().Perm(n)[:e7Sample]
-		}
+		sources, sampled := broadcastSources(s)
 		h := broadcastHops(r, fmt.Sprintf("n=%d", n), s, sources)
 		nodeMax := make([]float64, 0, n)
 		for i, m := range h.max {

@@ -26,11 +26,13 @@ import (
 // Options configure scenario runs.
 type Options struct {
 	Seed uint64
-	// Sizes replaces the overlay sizes of the scenarios that take them
-	// (e7, e8, cost).
+	// Sizes replaces the overlay sizes of every scenario: the sweeps of
+	// e7, cost, formation and revocation, and the seed paper's size of e3,
+	// e4, e5, e6, e8 and e9.
 	Sizes []int
-	// Large adds a large overlay to those: 10,000 nodes to the e7 and cost
-	// sweeps, 1,000 to e8, whose flows and churn cost more per node.
+	// Large adds a large overlay to the sweeps: 10,000 nodes to those of
+	// e7, cost, formation and revocation, 1,000 to e8, whose flows and
+	// churn cost more per node.
 	Large bool
 	// Progress receives the engine's progress during long runs, Log the
 	// stages; either may be nil.
@@ -49,15 +51,49 @@ func (o Options) logf(format string, args ...any) {
 func (o Options) sizes(defaults ...int) []int { return o.sizesWith(10000, defaults...) }
 
 // sizesWith returns the overlay sizes to run: the explicit sizes, or the
-// defaults plus large with Large.
+// defaults plus large with Large (nothing when large is 0).
 func (o Options) sizesWith(large int, defaults ...int) []int {
 	if len(o.Sizes) > 0 {
 		return o.Sizes
 	}
-	if o.Large {
+	if o.Large && large > 0 {
 		return append(defaults, large)
 	}
 	return defaults
+}
+
+// sized is one size a scenario runs at whose default is the seed paper's
+// size. Its labels name n only when it is not the paper's, so that a run
+// at the paper's size reads as it always has, and the rows of several
+// sizes in one table tell themselves apart.
+type sized struct{ n, paper int }
+
+// paperSized returns the sizes of a scenario whose default is the seed
+// paper's size; Large adds none.
+func (o Options) paperSized(paper int) []sized {
+	var out []sized
+	for _, n := range o.sizesWith(0, paper) {
+		out = append(out, sized{n, paper})
+	}
+	return out
+}
+
+// label prefixes a row's label, a note or a data key with n when n is
+// not the paper's size.
+func (z sized) label(s string) string {
+	if z.n == z.paper {
+		return s
+	}
+	return fmt.Sprintf("n=%d: %s", z.n, s)
+}
+
+// sizesText lists the sizes for a scenario's title: "64" or "64,1000".
+func sizesText(sizes []sized) string {
+	var parts []string
+	for _, z := range sizes {
+		parts = append(parts, fmt.Sprint(z.n))
+	}
+	return strings.Join(parts, ",")
 }
 
 // Table is one table of results.
@@ -122,6 +158,11 @@ func (r *Result) table(name, title string, columns ...string) *Table {
 
 func (r *Result) note(format string, args ...any) {
 	r.Notes = append(r.Notes, fmt.Sprintf(format, args...))
+}
+
+// sizedNote adds a note about one size of a scenario.
+func (r *Result) sizedNote(z sized, format string, args ...any) {
+	r.Notes = append(r.Notes, z.label(fmt.Sprintf(format, args...)))
 }
 
 // check records a failed invariant.

@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,5 +211,53 @@ func TestARevocationReachesEveryMember(t *testing.T) {
 	row := r.Tables[0].Rows[0]
 	if row[1] != "99 of 99" {
 		t.Fatalf("%s members learned the revocation, want 99 of 99", row[1])
+	}
+}
+
+// TestPaperSizedScenariosTakeSizes runs E9, whose default is the paper's
+// 225 nodes, at two other sizes: a row per size and method, labelled with
+// its size, the graph of each size in the title, a CDF per size and
+// method, and the invariants held at both sizes.
+func TestPaperSizedScenariosTakeSizes(t *testing.T) {
+	r, err := runE9(Options{Seed: 1, Sizes: []int{40, 64}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(r.Title, "n=40,64") {
+		t.Errorf("title %q does not name both sizes", r.Title)
+	}
+	paths := r.Tables[0]
+	var labels []string
+	for _, row := range paths.Rows {
+		labels = append(labels, row[0])
+	}
+	want := []string{"n=40: Bounded Flood", "n=40: spanning tree (802.1D)", "n=64: Bounded Flood", "n=64: spanning tree (802.1D)"}
+	if !slices.Equal(labels, want) {
+		t.Errorf("rows %q, want %q", labels, want)
+	}
+	if !strings.Contains(paths.Title, "40 nodes, ") || !strings.Contains(paths.Title, "; 64 nodes, ") {
+		t.Errorf("table title %q lacks a graph per size", paths.Title)
+	}
+	if len(r.Tables[1].Rows) != 6 || len(r.Figures) != 2 || len(r.Figures[0].Chart.Series) != 4 {
+		t.Errorf("%d latency rows, %d figures; want 6 rows and 2 figures of 4 series", len(r.Tables[1].Rows), len(r.Figures))
+	}
+	for _, key := range []string{"n=40: invariants", "n=64: invariants"} {
+		if _, ok := r.Data[key]; !ok {
+			t.Errorf("no %q in the data", key)
+		}
+	}
+}
+
+func TestE5GroupsAreQuarters(t *testing.T) {
+	for _, n := range []int{32, 1000, 1003} {
+		groups := e5Groups(n)
+		if groups[0].from != 0 || groups[3].to != n {
+			t.Errorf("n=%d: groups %v do not cover the nodes", n, groups)
+		}
+		for i, g := range groups {
+			if g.to-g.from < n/4 || (i > 0 && g.from != groups[i-1].to) {
+				t.Errorf("n=%d: group %d is %v", n, i, g)
+			}
+		}
 	}
 }
