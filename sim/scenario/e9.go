@@ -111,7 +111,7 @@ func e9Paths(o Options, r *Result, z sized, s *sim.Sim, tree sim.Tree) (bf, stp 
 			}
 			continue
 		}
-		if len(f.Links()) > len(path)-1 {
+		if crossedOffPath(f, path) {
 			flooded++ // a bridge on the way did not know the destination
 		}
 		bf.add(s, path)
@@ -122,6 +122,24 @@ func e9Paths(o Options, r *Result, z sized, s *sim.Sim, tree sim.Tree) (bf, stp 
 	}
 	r.sizedNote(z, "%d of %d traced frames were flooded on the way by a bridge that did not know the destination; their path is the flood's", flooded, len(frames))
 	return bf, stp
+}
+
+// crossedOffPath reports whether the traced flow f sent a datagram over
+// a link that is not one of its path's, either way: a bridge flooded it.
+// The frame's path links, both ways, carry the link probes it caused and
+// their answers too.
+func crossedOffPath(f *sim.Flow, path []int) bool {
+	onPath := map[[2]int32]bool{}
+	for i := 1; i < len(path); i++ {
+		a, b := int32(path[i-1]), int32(path[i])
+		onPath[[2]int32{a, b}], onPath[[2]int32{b, a}] = true, true
+	}
+	for l := range f.Links() {
+		if !onPath[l] {
+			return true
+		}
+	}
+	return false
 }
 
 // share is the percentage of values below limit.

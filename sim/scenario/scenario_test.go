@@ -246,6 +246,14 @@ func TestPaperSizedScenariosTakeSizes(t *testing.T) {
 			t.Errorf("no %q in the data", key)
 		}
 	}
+	// Each pair talked before its frame was traced, so no bridge floods
+	// it; the link probes the frame causes, and their answers, cross its
+	// own path's links and are no flood.
+	for _, note := range r.Notes {
+		if strings.Contains(note, "traced frames were flooded") && !strings.Contains(note, ": 0 of ") {
+			t.Errorf("frames flooded after their pairs talked: %s", note)
+		}
+	}
 }
 
 func TestE5GroupsAreQuarters(t *testing.T) {
