@@ -110,7 +110,7 @@ type NetStats struct {
 	ToDown      uint64 `json:"to_down"`     // receiver not running
 	Unroutable  uint64 `json:"unroutable"`  // no node at that address
 	Ticks       uint64 `json:"ticks"`       // ticks run (stale timers not counted)
-	// Spins counts ticks the engine deferred by a millisecond because the
+	// Spins counts ticks the engine deferred by spinDelay because the
 	// core asked to be ticked again at the very instant it just ticked.
 	Spins uint64 `json:"spins"`
 }
