@@ -17,9 +17,9 @@ import (
 // TestNetworkSettingsSetOnceReadEverywhere: a member whose certificate
 // carries the settings group sets the MTU and a static route with `burrow
 // network set`, behind an endpoint-independent NAT; every node, behind
-// NATs of three kinds, shows them in its status within the poll interval,
-// and a DHCP client of a node behind a symmetric NAT gets them from that
-// node's server. A member without the group is refused, and so is a bad
+// NATs of three kinds, shows them in its status within a poll period or
+// two, and a DHCP client of a node behind a symmetric NAT gets them from
+// that node's server. A member without the group is refused, and so is a bad
 // value, each with an error naming what is wrong.
 func TestNetworkSettingsSetOnceReadEverywhere(t *testing.T) {
 	if _, err := exec.LookPath("udhcpc"); err != nil {
@@ -64,12 +64,14 @@ func TestNetworkSettingsSetOnceReadEverywhere(t *testing.T) {
 	}
 	start := time.Now()
 	for _, nd := range n.net.Nodes {
-		if err := cluster.WaitFor(ctxFor(t, 45*time.Second), nd.Name+" to read the settings", func() bool {
+		// A poll period, and as much again for a read that fails.
+		if err := cluster.WaitFor(ctxFor(t, 60*time.Second), nd.Name+" to read the settings", func() bool {
 			st, err := nd.Status()
 			return err == nil && st.Settings != nil && st.Settings.MTU == 1400 && st.Settings.Routes["10.20.0.0/16"] == "10.99.0.1" &&
 				st.Settings.SetBy == admin.ID.String()
 		}); err != nil {
-			t.Fatal(err)
+			st, serr := nd.Status()
+			t.Fatalf("%v; its settings %+v, its DHT %+v (status: %v)", err, st.Settings, st.Services.DHT, serr)
 		}
 	}
 	t.Logf("every node shows the settings %v after they were set", time.Since(start).Round(100*time.Millisecond))
