@@ -104,6 +104,9 @@ type Lease struct {
 	MAC      l2.MAC
 	Hostname string
 	Expires  time.Time
+	// onRecordOf is the member whose lease record this server honours,
+	// when it is not this server's own: the client moved here.
+	onRecordOf nid.ID
 }
 
 // Stats counts what the server did.
@@ -539,8 +542,8 @@ func (s *Server) confirmForeign(c *client, ip netip.Addr, res dht.Result) {
 	switch {
 	case (res.Status == dht.OK || res.Status == dht.Exists) && sameClient(res.Value, c.mac):
 		s.finish(c, dhcpv4.MessageTypeAck, ip, s.leaseFor(res))
-		if res.Status == dht.Exists && s.cfg.OnMoved != nil {
-			s.cfg.OnMoved(s.leases[c.mac], res.Owner)
+		if res.Status == dht.Exists {
+			s.movedHere(s.leases[c.mac], res.Owner, res.At)
 		}
 	case res.Status == dht.Exists || res.Status == dht.OK || res.Status == dht.NotFound:
 		s.finish(c, dhcpv4.MessageTypeNak, netip.Addr{}, 0)
@@ -598,7 +601,13 @@ func (s *Server) TakeOver(ip netip.Addr, mac l2.MAC, now time.Time, done func(dh
 		return
 	}
 	c := &client{mac: mac, host: l.Hostname}
-	s.kv.PutIfAbsent(s.Key(ip), c.value(), s.leaseTTL(), now, func(res dht.Result) { done(res.Status) })
+	s.kv.PutIfAbsent(s.Key(ip), c.value(), s.leaseTTL(), now, func(res dht.Result) {
+		if l, ok := s.leases[mac]; ok && res.Status == dht.OK {
+			l.onRecordOf = nid.ID{}
+			s.leases[mac] = l
+		}
+		done(res.Status)
+	})
 }
 
 // Arrived takes a host heard on the TAP at ip with mac. When ip's lease
@@ -607,10 +616,12 @@ func (s *Server) TakeOver(ip netip.Addr, mac l2.MAC, now time.Time, done func(dh
 // live, announcing itself by ARP), or asked and its holder has not let
 // the lease go yet: either way it is handled as a client that asked, its
 // lease honoured here for what remains of the record and OnMoved telling
-// the holder, which may then check again that the client left. The
-// caller bounds how often it looks the record up.
+// the holder, which may then check again that the client left. A lease
+// on this server's own record needs no reading. The caller bounds how
+// often it looks the record up.
 func (s *Server) Arrived(ip netip.Addr, mac l2.MAC, now time.Time) {
-	if !s.assignable(ip) || s.cfg.OnMoved == nil {
+	l, known := s.leases[mac]
+	if !s.assignable(ip) || s.cfg.OnMoved == nil || known && l.IP == ip && l.onRecordOf == (nid.ID{}) && now.Before(l.Expires) {
 		return
 	}
 	s.kv.Get(s.Key(ip), now, func(res dht.Result) {
@@ -618,10 +629,17 @@ func (s *Server) Arrived(ip netip.Addr, mac l2.MAC, now time.Time) {
 			return
 		}
 		_, host, _ := bytes.Cut(res.Value, []byte(" "))
-		l := Lease{IP: ip, MAC: mac, Hostname: string(host), Expires: res.At.Add(s.leaseFor(res))}
-		s.keep(l, res.At)
-		s.cfg.OnMoved(l, res.Owner)
+		s.movedHere(Lease{IP: ip, MAC: mac, Hostname: string(host), Expires: res.At.Add(s.leaseFor(res))}, res.Owner, res.At)
 	})
+}
+
+// movedHere honours a lease on holder's record, and tells OnMoved.
+func (s *Server) movedHere(l Lease, holder nid.ID, now time.Time) {
+	l.onRecordOf = holder
+	s.keep(l, now)
+	if s.cfg.OnMoved != nil {
+		s.cfg.OnMoved(l, holder)
+	}
 }
 
 // withClientRecord reads ip's lease record and, if it is the client's,

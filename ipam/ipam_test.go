@@ -471,6 +471,15 @@ func TestAClientThatArrivesWithoutAskingIsTakenAsMoved(t *testing.T) {
 	c := r.addClient(4, 0)
 	r.bindAll()
 	ip := c.ip
+	reads := make([]*countingReads, len(r.servers))
+	for i, s := range r.servers {
+		reads[i] = &countingReads{Client: s.kv}
+		s.kv = reads[i]
+	}
+	r.servers[0].Arrived(ip, c.mac, r.now)
+	if reads[0].gets != 0 {
+		t.Fatalf("the holder read the record of its own client's lease %d times", reads[0].gets)
+	}
 	arrive := func(ip netip.Addr, mac l2.MAC) {
 		r.servers[1].Arrived(ip, mac, r.now)
 		r.run(time.Second, false)
@@ -495,6 +504,22 @@ func TestAClientThatArrivesWithoutAskingIsTakenAsMoved(t *testing.T) {
 	if st != dht.OK {
 		t.Fatalf("node 2 taking over the lease of the client that arrived: %v", st)
 	}
+	before := reads[1].gets
+	arrive(ip, c.mac)
+	if reads[1].gets != before || len(told) != 1 {
+		t.Fatalf("node 2 read the record of the lease it took over again (%d reads), told %d times", reads[1].gets-before, len(told))
+	}
+}
+
+// countingReads counts the reads of a DHT client.
+type countingReads struct {
+	dht.Client
+	gets int
+}
+
+func (c *countingReads) Get(key string, now time.Time, cb func(dht.Result)) {
+	c.gets++
+	c.Client.Get(key, now, cb)
 }
 
 func TestRequestForAnotherClientsAddressIsNAKed(t *testing.T) {
