@@ -69,6 +69,16 @@ func (w *testNet) ringErrors() []string {
 	return errs
 }
 
+// newSettledOverlayNet is newOverlayNet once its ring is consistent and
+// it has had 10 s more for its long-distance links.
+func newSettledOverlayNet(t testing.TB, n int, seed uint64, params overlay.Params) *testNet {
+	t.Helper()
+	w := newOverlayNet(t, n, seed, params)
+	w.settle(t, 60*time.Second)
+	w.advance(10*time.Second, 250*time.Millisecond)
+	return w
+}
+
 func (w *testNet) settle(t testing.TB, limit time.Duration) time.Duration {
 	t.Helper()
 	start := w.now
@@ -537,9 +547,7 @@ func TestARestartedNodeIsTakenBackBeforeItsBurialLapses(t *testing.T) {
 // joins, and drained links lingered and sent keepalives to peers that had
 // torn theirs down.
 func TestTheOverlaysTimedWorkIsADeadline(t *testing.T) {
-	w := newOverlayNet(t, 12, 3, overlay.Params{Successors: 2, LongDistance: 2})
-	w.settle(t, 60*time.Second)
-	w.advance(10*time.Second, 250*time.Millisecond)
+	w := newSettledOverlayNet(t, 12, 3, overlay.Params{Successors: 2, LongDistance: 2})
 	live := w.live()
 	a, b := live[0], live[1]
 	const soon = 20 * time.Millisecond

@@ -15,9 +15,7 @@ import (
 // it once, drops its link to the revoked member and refuses its
 // handshakes, so the revoked member ends with no link at all.
 func TestARevocationSpreadsAndCutsTheMemberOffEverywhere(t *testing.T) {
-	w := newOverlayNet(t, 16, 7, overlay.Params{Successors: 2, LongDistance: 2})
-	w.settle(t, 60*time.Second)
-	w.advance(10*time.Second, 250*time.Millisecond)
+	w := newSettledOverlayNet(t, 16, 7, overlay.Params{Successors: 2, LongDistance: 2})
 	live := w.live()
 	revoked, handedTo := live[4], live[11]
 	if len(revoked.node.Adjacency()) == 0 {
@@ -90,9 +88,7 @@ func TestAMemberThatWasAwayLearnsARevocationFromItsFirstLinkBack(t *testing.T) {
 // member stored in the DHT under the node's key, cuts it off and keeps
 // the revocation.
 func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
-	w := newOverlayNet(t, 12, 9, overlay.Params{Successors: 2, LongDistance: 1})
-	w.settle(t, 60*time.Second)
-	w.advance(10*time.Second, 250*time.Millisecond)
+	w := newSettledOverlayNet(t, 12, 9, overlay.Params{Successors: 2, LongDistance: 1})
 	live := w.live()
 	revoked, handedTo := live[3], live[8]
 	key := revocationKey(revoked.node.Self())
