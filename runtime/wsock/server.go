@@ -44,8 +44,8 @@ type ServerConfig struct {
 	Log *slog.Logger
 }
 
-// batchConnKey finds a request's connection in its context.
-type batchConnKey struct{}
+// connKey finds a request's connection in its context.
+type connKey struct{}
 
 // Server is a beacon's WebSocket endpoint. Connections are numbered from 1
 // and numbers are not reused while open.
@@ -90,6 +90,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		tlsCfg.NextProtos = []string{"http/1.1"}
 		ln = tls.NewListener(ln, tlsCfg)
 	}
+	ln = boundedListener{ln}
 	s := &Server{cfg: cfg, log: log, ln: ln, conns: map[uint32]*pipe{}}
 	s.http = &http.Server{
 		Handler:           s,
@@ -97,10 +98,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelDebug),
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if t, ok := c.(*tls.Conn); ok {
-				c = t.NetConn()
-			}
-			return context.WithValue(ctx, batchConnKey{}, c.(*batchConn))
+			return context.WithValue(ctx, connKey{}, c.(*boundedConn))
 		},
 	}
 	s.wg.Add(1)
@@ -144,12 +142,17 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.wg.Done()
+	bounded := r.Context().Value(connKey{}).(*boundedConn)
+	// Without a Date header the answer to the shortest valid upgrade
+	// request is shorter than it, as the bound asks.
+	w.Header()["Date"] = nil
 	ws, err := websocket.Accept(w, r, nil)
 	if err != nil { // Accept answered the request
 		s.release(id)
 		return
 	}
-	p := newPipe(ws, r.Context().Value(batchConnKey{}).(*batchConn), s.cfg.Limits, &s.stats)
+	bounded.upgraded.Store(true)
+	p := newPipe(ws, batchConnUnder(bounded), s.cfg.Limits, &s.stats)
 	if !s.register(id, p) {
 		p.close(ErrClosed)
 		p.wait()
@@ -169,6 +172,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.OnClose != nil {
 		s.cfg.OnClose(id, remote)
 	}
+}
+
+// batchConnUnder finds the batchConn beneath a connection's TLS, if any.
+func batchConnUnder(c *boundedConn) *batchConn {
+	if t, ok := c.Conn.(*tls.Conn); ok {
+		return t.NetConn().(*batchConn)
+	}
+	return c.Conn.(*batchConn)
 }
 
 // reserve takes a connection number and a place under MaxConns.
