@@ -28,7 +28,8 @@ type pending struct {
 	// fallback: the handshake tries the worse direct paths of rekeyOf,
 	// whose direct IPv6 path went quiet (see Link.fallbackCandidates).
 	fallback bool
-	// initMsg is the initiation, kept to send again with a cookie.
+	// initMsg is the initiation with its cookie slot, kept to send again
+	// with a cookie in the slot.
 	initMsg []byte
 }
 
@@ -45,6 +46,10 @@ func (m *Manager) startHandshake(endpoints []Endpoint, now time.Time, retry time
 	if err != nil {
 		return nil, err
 	}
+	// The cookie slot, empty at first, makes the initiation as long as
+	// the answer of a typical certificate, which a responder then gives
+	// without proof of the address first (see InitLen).
+	msg = append(msg, make([]byte, CookieLen)...)
 	p := &pending{localIndex: m.newIndex(), endpoints: endpoints, started: now, retryAt: now.Add(retry),
 		expires: now.Add(max(retry, lateAnswers)), initiator: ini, initMsg: msg}
 	m.pending[p.localIndex] = p
@@ -88,22 +93,29 @@ func (m *Manager) HandleHandshake(from Endpoint, datagram []byte, now time.Time)
 }
 
 func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
-	if replyLen(m.cfg.Handshake.Cert) > MaxAmplification*(wire.HandshakeHeaderLen+len(body)) {
+	received := wire.HandshakeHeaderLen + len(body)
+	if received < InitLen {
 		m.stats.HandshakeTooShort.Add(1)
 		return
 	}
 	body, cookie := splitCookie(body)
-	if !m.limiter.Allow(rateKey(from), now) {
-		// Past the limits an initiation is answered with a cookie, which
-		// costs a hash and is shorter than the initiation; only one that
-		// comes back with it, from an address that receives, is taken
-		// on, within the limit for proven addresses.
-		if cookie == nil || !m.cookies.valid(cookie, from, now) || !m.provenLimiter.Allow(rateKey(from), now) {
+	// An initiation is answered with a cookie, which costs a hash and is
+	// shorter than the initiation, past the rate limits or when the
+	// answer would be longer than the initiation; only one that comes
+	// back with it, from an address that receives, is then taken on
+	// (past the limits, within the limit for proven addresses).
+	proven := func() bool { return cookie != nil && m.cookies.valid(cookie, from, now) }
+	switch {
+	case !m.limiter.Allow(rateKey(from), now):
+		if !proven() || !m.provenLimiter.Allow(rateKey(from), now) {
 			m.stats.HandshakeRateLimited.Add(1)
-			m.stats.CookiesSent.Add(1)
-			m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeCookie, Receiver: h.Sender}, m.cookies.make(from, now))
+			m.sendCookie(from, h, now)
 			return
 		}
+	case replyLen(m.cfg.Handshake.Cert) > received && !proven():
+		m.stats.HandshakeAnswerTooLong.Add(1)
+		m.sendCookie(from, h, now)
+		return
 	}
 	if len(m.pending) >= maxPending {
 		m.expirePending(now)
@@ -123,6 +135,12 @@ func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte,
 	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeReply, Sender: p.localIndex, Receiver: h.Sender}, reply)
 }
 
+// sendCookie answers an initiation with a cookie for its address.
+func (m *Manager) sendCookie(from Endpoint, h wire.HandshakeHeader, now time.Time) {
+	m.stats.CookiesSent.Add(1)
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeCookie, Receiver: h.Sender}, m.cookies.make(from, now))
+}
+
 // handleCookie sends the initiation a busy peer answered with a cookie
 // again, with the cookie: the peer then takes it on. A cookie is taken
 // only from where the initiation went: from anywhere else, a forged one
@@ -134,7 +152,8 @@ func (m *Manager) handleCookie(from Endpoint, h wire.HandshakeHeader, cookie []b
 		m.stats.HandshakeUnknownIndex.Add(1)
 		return
 	}
-	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, append(p.initMsg[:len(p.initMsg):len(p.initMsg)], cookie...))
+	msg := len(p.initMsg) - CookieLen
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: p.localIndex}, append(p.initMsg[:msg:msg], cookie...))
 }
 
 // sentTo reports whether the initiation went to from's address.

@@ -29,18 +29,16 @@ const (
 	maxCertLen = 1024
 )
 
-// Anti-amplification: an initiation is padded to InitLen bytes on the wire,
-// and a responder answers only when its answer, which carries its
-// certificate, is at most MaxAmplification times the initiation. A
-// spoofed initiation then makes a node send at most that many times the
-// bytes it got, as QUIC bounds its server before the client's address is
-// proven; the answer of a typical certificate (about 160 bytes) is about
-// as long as the initiation, and the largest certificate a CA signs (669
-// bytes, identity.MaxCertificateSize) fits within the bound.
-const (
-	InitLen          = 272
-	MaxAmplification = 3
-)
+// Anti-amplification: an initiation's Noise message is padded to InitLen
+// bytes on the wire, and a cookie slot (empty, or the responder's cookie
+// when it asked for one) follows it. A responder answers at once only
+// when its answer, which carries its certificate, is no longer than the
+// initiation it got: with the slot, a certificate of up to 168 bytes
+// (burrow cert sign without addresses or groups makes about 150). A longer
+// answer waits for the initiation to come back with a cookie, which proves
+// the initiator receives at its address. A spoofed initiation thus never
+// makes a node send more bytes than it got.
+const InitLen = 272
 
 // initOverhead is what the wire header and Noise's ephemeral key take of
 // an initiation; its payload fills the rest.

@@ -44,9 +44,12 @@ type Stats struct {
 	HandshakeRejected                      atomic.Uint64 // certificate refused
 	HandshakeInvalid                       atomic.Uint64 // not a valid Noise message
 	HandshakeRateLimited                   atomic.Uint64
-	// HandshakeTooShort counts initiations too short to answer: the
-	// answer would be more than MaxAmplification times as long.
+	// HandshakeTooShort counts initiations shorter than InitLen, which
+	// no burrow node sends: they get no answer.
 	HandshakeTooShort atomic.Uint64
+	// HandshakeAnswerTooLong counts initiations answered with a cookie
+	// because the answer would have been longer than they were.
+	HandshakeAnswerTooLong atomic.Uint64
 	// CookiesSent counts initiations answered with a cookie: past the
 	// rate limits, before any Diffie-Hellman.
 	CookiesSent           atomic.Uint64

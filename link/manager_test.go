@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -494,31 +495,55 @@ func TestReplacedSessionStaysWhileThePeerSendsOnIt(t *testing.T) {
 	}
 }
 
-// TestAnAnswerIsNeverMuchLongerThanTheInitiation: a spoofed initiation
-// makes a node send at most MaxAmplification times its bytes, even with the
-// largest certificate a CA signs; an initiation cut short gets no answer
-// at all, before any cryptography.
-func TestAnAnswerIsNeverMuchLongerThanTheInitiation(t *testing.T) {
-	_, a, b := pair(t, Timers{})
+// TestAnAnswerIsNeverLongerThanTheInitiation: a node never sends more
+// bytes than an unproven initiation brought, even with the largest
+// certificate a CA signs: an answer that would be longer is a cookie, and
+// only the initiation that comes back with it draws the answer. An
+// initiation cut short gets no answer at all, before any cryptography.
+// A link still comes up, whatever the certificates' length.
+func TestAnAnswerIsNeverLongerThanTheInitiation(t *testing.T) {
 	now := time.Unix(1000, 0)
-	init := initiation(t, a)
-	if len(init) != InitLen {
-		t.Fatalf("initiation of %d bytes, want InitLen, %d", len(init), InitLen)
+	largestAtOnce := InitLen + CookieLen - replyLen(nil)
+	for _, certLen := range []int{1, 150, largestAtOnce, largestAtOnce + 1, identity.MaxCertificateSize} {
+		ca := trustedNames{}
+		a := newTestNode(t, "a", 1, 1, ca, Timers{})
+		b := newTestNode(t, strings.Repeat("b", certLen), 2, 2, ca, Timers{}) // its certificate is its name
+		w := &testNet{t: t, nodes: map[netip.AddrPort]*testNode{a.addr: a, b.addr: b}}
+		a.m.AddDial([]Endpoint{UDPEndpoint(b.addr)}, DialOptions{}, now)
+		a.m.Tick(now)
+		init := a.outbox[0].b
+		if len(init) != InitLen+CookieLen {
+			t.Fatalf("initiation of %d bytes, want InitLen and a cookie slot, %d", len(init), InitLen+CookieLen)
+		}
+		var first []byte // b's first answer, to the initiation without a cookie
+		w.drop = func(d datagram) bool {
+			if d.from == b.addr && first == nil {
+				first = d.b
+			}
+			return false
+		}
+		w.run(now)
+		if len(a.ups) != 1 || len(b.ups) != 1 {
+			t.Fatalf("certificate of %d bytes: links up a=%v b=%v, want one each", certLen, a.ups, b.ups)
+		}
+		if len(first) > len(init) {
+			t.Errorf("certificate of %d bytes: an answer of %d bytes to an initiation of %d", certLen, len(first), len(init))
+		}
+		cookies := b.m.Stats().HandshakeAnswerTooLong.Load()
+		fits := replyLen(b.m.cfg.Handshake.Cert) <= len(init)
+		if wantType := map[bool]wire.Type{true: wire.TypeHandshakeReply, false: wire.TypeHandshakeCookie}[fits]; wire.Type(first[0]) != wantType || fits != (cookies == 0) || cookies > 1 {
+			t.Errorf("certificate of %d bytes (answer of %d): first answer of type %#x, %d cookies for a too long answer; want type %#x", certLen, replyLen(b.m.cfg.Handshake.Cert), first[0], cookies, wantType)
+		}
 	}
-	for _, certLen := range []int{len(b.m.cfg.Handshake.Cert), 160, identity.MaxCertificateSize} {
-		b.m.cfg.Handshake.Cert = bytes.Repeat([]byte{'c'}, certLen)
-		b.outbox = nil
-		b.m.HandleHandshake(UDPEndpoint(a.addr), init, now)
-		if len(b.outbox) != 1 {
-			t.Fatalf("certificate of %d bytes: %d answers, want 1", certLen, len(b.outbox))
-		}
-		if got := len(b.outbox[0].b); got != replyLen(b.m.cfg.Handshake.Cert) || got > MaxAmplification*len(init) {
-			t.Fatalf("certificate of %d bytes: answer of %d bytes to an initiation of %d (replyLen says %d)", certLen, got, len(init), replyLen(b.m.cfg.Handshake.Cert))
-		}
-		now = now.Add(time.Second)
+
+	_, a, b := pair(t, Timers{})
+	old := initiation(t, a) // without a cookie slot, as older nodes send it
+	b.m.HandleHandshake(UDPEndpoint(a.addr), old, now)
+	if len(b.outbox) != 1 || len(b.outbox[0].b) > len(old) {
+		t.Fatalf("an initiation without a cookie slot: %d answers, want one no longer than it", len(b.outbox))
 	}
 	b.outbox = nil
-	short := init[:wire.HandshakeHeaderLen+60]
+	short := old[:wire.HandshakeHeaderLen+60]
 	b.m.HandleHandshake(UDPEndpoint(a.addr), short, now)
 	if len(b.outbox) != 0 || b.m.Stats().HandshakeTooShort.Load() != 1 {
 		t.Fatalf("a %d-byte initiation got %d answers, %d counted too short; want none and one", len(short), len(b.outbox), b.m.Stats().HandshakeTooShort.Load())

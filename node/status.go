@@ -92,12 +92,15 @@ type HandshakeStatus struct {
 	Rejected    uint64 `json:"rejected"`
 	Invalid     uint64 `json:"invalid"`
 	RateLimited uint64 `json:"rate_limited"`
-	// TooShort counts initiations not answered because the answer would
-	// be more than link.MaxAmplification times as long.
+	// TooShort counts initiations shorter than any burrow node sends;
+	// they get no answer.
 	TooShort uint64 `json:"too_short"`
-	// Cookies counts initiations answered with a cookie past the rate
-	// limits; only those that come back with it are taken on.
-	Cookies uint64 `json:"cookies"`
+	// Cookies counts initiations answered with a cookie, past the rate
+	// limits or because the answer would have been longer than the
+	// initiation (AnswerTooLong of them); only those that come back with
+	// it are taken on.
+	Cookies       uint64 `json:"cookies"`
+	AnswerTooLong uint64 `json:"answer_too_long"`
 }
 
 // FloodStatus counts Bounded Flood messages.
@@ -153,7 +156,7 @@ func (n *Node) Status() Status {
 		Started: hs.HandshakesStarted.Load(), Completed: hs.HandshakesCompleted.Load(),
 		Rejected: hs.HandshakeRejected.Load(), Invalid: hs.HandshakeInvalid.Load(),
 		RateLimited: hs.HandshakeRateLimited.Load(), TooShort: hs.HandshakeTooShort.Load(),
-		Cookies: hs.CookiesSent.Load(),
+		Cookies: hs.CookiesSent.Load(), AnswerTooLong: hs.HandshakeAnswerTooLong.Load(),
 	}
 	st.Drops["handshake_malformed"] = hs.Malformed.Load()
 	st.Drops["handshake_unknown_index"] = hs.HandshakeUnknownIndex.Load()
