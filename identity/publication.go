@@ -168,7 +168,7 @@ func (p *Publication) check() error {
 		}
 	}
 	if p.Listen.Addr().IsUnspecified() || p.Service.Addr().IsUnspecified() {
-		return errors.New("a publication names the exact service and listen addresses, not 0.0.0.0 or ::")
+		return errors.New("a publication names the exact service and listen addresses, not 0.0.0.0 or :: (unspecified)")
 	}
 	return nil
 }
