@@ -129,6 +129,7 @@ func (m *Manager) Suspect(l *Link, now time.Time) {
 	}
 	l.suspect = true
 	m.Probe(l, now)
+	m.tryFallback(l, now)
 	m.events.LinkHealth(l)
 }
 
@@ -142,7 +143,8 @@ func (m *Manager) Probe(l *Link, now time.Time) {
 }
 
 // tickSuspect probes a suspect link, clears it when the peer answered and
-// takes it down when the peer stayed silent for downAfter. It reports
+// takes it down when the peer stayed silent for downAfter (longer while
+// a fallback handshake is in flight, see downAt). It reports
 // whether the link went down.
 func (m *Manager) tickSuspect(l *Link, now time.Time) bool {
 	h := &l.Counters.health
@@ -153,8 +155,9 @@ func (m *Manager) tickSuspect(l *Link, now time.Time) bool {
 		m.events.LinkHealth(l)
 		return false
 	}
-	probeAfter, _, downAfter := h.thresholds()
-	if silent := now.Sub(time.Unix(0, since)); silent >= downAfter {
+	probeAfter, _, _ := h.thresholds()
+	if !now.Before(l.downAt()) {
+		silent := now.Sub(time.Unix(0, since))
 		l.unanswered = true
 		m.Down(l, fmt.Sprintf("no answer to probes for %v", silent.Round(time.Millisecond)))
 		return true
@@ -166,14 +169,29 @@ func (m *Manager) tickSuspect(l *Link, now time.Time) bool {
 }
 
 // suspectDeadline is when tickSuspect must look at a suspect link again.
-func (c *Counters) suspectDeadline() time.Time {
-	h := &c.health
-	probeAfter, _, downAfter := h.thresholds()
+func (l *Link) suspectDeadline() time.Time {
+	h := &l.Counters.health
+	probeAfter, _, _ := h.thresholds()
 	next := time.Unix(0, h.probed.Load()).Add(probeAfter)
-	if since := h.waiting.Load(); since != 0 {
-		if down := time.Unix(0, since).Add(downAfter); down.Before(next) {
+	if h.waiting.Load() != 0 {
+		if down := l.downAt(); down.Before(next) {
 			next = down
 		}
 	}
 	return next
+}
+
+// downAt is when a suspect link goes down: downAfter into the peer's
+// silence, or, while a fallback handshake for it is in flight, when that
+// is tried again. Its answer moves the link without a gap; on a loaded
+// machine it came a little after downAfter, and the link went down only
+// to be dialed again.
+func (l *Link) downAt() time.Time {
+	h := &l.Counters.health
+	_, _, downAfter := h.thresholds()
+	down := time.Unix(0, h.waiting.Load()).Add(downAfter)
+	if p := l.rekey; p != nil && p.fallback && p.retryAt.After(down) {
+		down = p.retryAt
+	}
+	return down
 }

@@ -312,7 +312,7 @@ func (m *Manager) NextDeadline(now time.Time) time.Time {
 		}
 		earlier(lastRx.Add(t.DeadAfter))
 		if l.suspect {
-			earlier(l.Counters.suspectDeadline())
+			earlier(l.suspectDeadline())
 		}
 		// A rekey in flight is timed by its pending handshake; a failed one
 		// is retried at rekeyAt. (Without this the rekey time, passed

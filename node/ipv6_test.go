@@ -181,3 +181,35 @@ func TestDualStackLinkFallsBackAgainSoonAfter(t *testing.T) {
 		t.Fatalf("the link went down to fall back: %+v, first up at %v", l, since)
 	}
 }
+
+// A link whose IPv6 path dies while its peer is too loaded to answer at
+// once waits for the fallback handshake rather than going down: the
+// answer, 700 ms late, past the 500 ms a silent peer is given, still
+// moves the link to IPv4 without a gap. On a loaded machine the link went
+// down first and was dialed again (TestIPv6Underlay, e2e).
+func TestALinkWaitsForItsFallbackHandshake(t *testing.T) {
+	w, a, b, l := dualStackPairOnIPv6(t, 24)
+	since := l.Since
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
+	w.stalled = map[*testNode]bool{b: true}
+	const stall = 700 * time.Millisecond
+	for start := w.now; w.now.Sub(start) < 5*time.Second; {
+		a.fromTAP(ethFrame(b.mac, a.mac, "ping"))
+		w.advance(10*time.Millisecond, 10*time.Millisecond)
+		l := a.node.Links().Links()[b.node.Self()]
+		if l == nil || !l.Up() || !l.Since.Equal(since) {
+			t.Fatalf("the link went down %v after IPv6 died: %+v", w.now.Sub(start), l)
+		}
+		if l.Endpoint() == link.UDPEndpoint(b.addr) {
+			if w.now.Sub(start) < stall {
+				t.Fatalf("on IPv4 %v after IPv6 died, while b's core was stalled", w.now.Sub(start))
+			}
+			t.Logf("on IPv4 %v after IPv6 died", w.now.Sub(start))
+			return
+		}
+		if w.now.Sub(start) >= stall {
+			w.stalled[b] = false
+		}
+	}
+	t.Fatal("the link did not fall back to IPv4")
+}
