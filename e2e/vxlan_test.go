@@ -285,15 +285,16 @@ func TestVXLANFlannelWithEtcdAcrossNATs(t *testing.T) {
 	mustRun(t, n.beacon.Host, "etcdctl", "--endpoints", etcdURL, "put", "/coreos.com/network/config",
 		`{"Network": "10.244.0.0/16", "Backend": {"Type": "vxlan", "VNI": 1, "Port": `+vxlanPort+`}}`)
 	members := n.net.Nodes
+	vtep := map[*cluster.Node]netip.Addr{}
+	// One flannel at a time: two that start together can pick the same
+	// subnet, and the one whose lease etcd then refuses exits ("subnet
+	// already exists") instead of picking again.
 	for _, m := range members {
 		// No pods here for flannel to let through the FORWARD chain.
 		if _, err := m.Host.Start("flannel", "--etcd-endpoints", etcdURL, "--iface", m.Config.TAP.Name,
 			"--iptables-forward-rules=false", "--subnet-file", filepath.Join(m.Dir, "flannel-subnet.env")); err != nil {
 			t.Fatal(err)
 		}
-	}
-	vtep := map[*cluster.Node]netip.Addr{}
-	for _, m := range members {
 		ctx := ctxFor(t, 60*time.Second)
 		var link ipLink
 		if err := cluster.WaitFor(ctx, m.Name+"'s flannel VTEP", func() bool {
