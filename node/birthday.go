@@ -194,9 +194,12 @@ func (n *Node) probe(l *link.Link, b *birthday, target netip.AddrPort, now time.
 			// Port prediction first: a NAT that allocates ports in
 			// sequence made the spare sockets' mappings just above the
 			// highest one the peer advertised. Against a random NAT
-			// these guesses are as good as any.
+			// these guesses are as good as any. A port guessed already
+			// (the peer's advertised port moved between batches) is
+			// drawn at random instead: guessing it again made no
+			// progress, and the core looped here for good.
 			port := int(target.Port()) + len(b.guessed) + 1
-			if len(b.guessed) >= SpareSockets || port > 65535 {
+			if len(b.guessed) >= SpareSockets || port > 65535 || b.guessed[uint16(port)] {
 				port = 1024 + n.ov.rng.IntN(65536-1024)
 			}
 			if !b.guessed[uint16(port)] {

@@ -151,3 +151,29 @@ func BenchmarkBirthdayProbing(b *testing.B) {
 		b.ReportMetric(after/float64(direct), "ms-to-direct")
 	}
 }
+
+// The peer's advertised port moves down between two batches of guesses,
+// so the next guess in sequence was made already: the batch goes on with
+// other ports rather than guessing that one again forever (a daemon's
+// core hung so in an e2e run, its watchdog showed it in probe).
+func TestGuessesGoOnWhenThePeersPortMoves(t *testing.T) {
+	w, s1, n := birthdayNet(t, 5, endpointIndependent, randomPorts)
+	easy, hard := n[0], n[1]
+	l := relayThenTell(w, easy, hard, s1)
+	target := netip.MustParseAddrPort("198.51.100.9:40000")
+	b := &birthday{role: easySide, started: w.now}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		easy.node.probe(l, b, target, w.now)
+		easy.node.probe(l, b, netip.AddrPortFrom(target.Addr(), target.Port()-1), w.now)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the second batch of guesses did not end")
+	}
+	if len(b.guessed) != 2*probeBatch {
+		t.Fatalf("%d ports guessed after two batches, want %d", len(b.guessed), 2*probeBatch)
+	}
+}
