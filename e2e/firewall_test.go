@@ -246,7 +246,14 @@ func TestAMemberCannotUseAnothersLease(t *testing.T) {
 
 	// Addresses of the range (10.99.0.100-199) that no lease gives: the
 	// gratuitous ARP has n look them up, then only the router's pass.
-	unleased := map[*cluster.Node]netip.Addr{m: netip.MustParseAddr("10.99.0.198"), r: netip.MustParseAddr("10.99.0.197")}
+	// The lease above is drawn from the same range: skip its address.
+	var free []netip.Addr
+	for a := netip.MustParseAddr("10.99.0.198"); len(free) < 2; a = a.Prev() {
+		if a != leased {
+			free = append(free, a)
+		}
+	}
+	unleased := map[*cluster.Node]netip.Addr{m: free[0], r: free[1]}
 	for who, a := range unleased {
 		if out, err := who.Host.Run(ctx, "ip", "addr", "add", a.String()+"/32", "dev", "br0"); err != nil {
 			t.Fatalf("%v: %s", err, out)
