@@ -54,13 +54,17 @@ func (c *batchConn) flushLocked() error {
 	return err
 }
 
-// batchListener gives every accepted connection a batchConn.
-type batchListener struct{ net.Listener }
+// wrappingListener gives every accepted connection to wrap: the server
+// puts a batchConn under TLS and a boundedConn above it.
+type wrappingListener struct {
+	net.Listener
+	wrap func(net.Conn) net.Conn
+}
 
-func (l batchListener) Accept() (net.Conn, error) {
+func (l wrappingListener) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	return &batchConn{Conn: c}, nil
+	return l.wrap(c), nil
 }

@@ -34,14 +34,3 @@ func (c *boundedConn) Write(p []byte) (int, error) {
 	}
 	return c.Conn.Write(p)
 }
-
-// boundedListener gives every accepted connection a boundedConn.
-type boundedListener struct{ net.Listener }
-
-func (l boundedListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	return &boundedConn{Conn: c}, nil
-}

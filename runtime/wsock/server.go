@@ -83,14 +83,14 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	var ln net.Listener = batchListener{tcp}
+	var ln net.Listener = wrappingListener{tcp, func(c net.Conn) net.Conn { return &batchConn{Conn: c} }}
 	if cfg.TLS != nil {
 		tlsCfg := cfg.TLS.Clone()
 		// WebSocket upgrades need HTTP/1.1.
 		tlsCfg.NextProtos = []string{"http/1.1"}
 		ln = tls.NewListener(ln, tlsCfg)
 	}
-	ln = boundedListener{ln}
+	ln = wrappingListener{ln, func(c net.Conn) net.Conn { return &boundedConn{Conn: c} }}
 	s := &Server{cfg: cfg, log: log, ln: ln, conns: map[uint32]*pipe{}}
 	s.http = &http.Server{
 		Handler:           s,
