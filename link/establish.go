@@ -283,6 +283,14 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	if cur := l.endpoint.Load(); cur == nil || from.rank() >= cur.rank() || !l.up || m.fellBack(l, cur, from, p, now) {
 		l.forceEndpoint(from)
 	}
+	if *l.endpoint.Load() == from {
+		// The peer answered on the path the link uses: it is alive there,
+		// whatever went unanswered before. A suspect link whose fallback
+		// handshake was answered at once went down at its next tick (its
+		// wait for the fallback over, its wait for the peer long past)
+		// before the peer's first message on the new path arrived.
+		l.Counters.health.heard()
+	}
 	s.Peer, s.Created, s.Counters = peer.ID, now, &l.Counters
 	l.sessions = append(l.sessions, s)
 	l.sessionsChanged(m.timers)

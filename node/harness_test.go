@@ -16,6 +16,7 @@ import (
 	"burrow/l2"
 	"burrow/link"
 	"burrow/nid"
+	"burrow/wire"
 )
 
 // testNet runs several nodes over an in-memory network, driving each core
@@ -31,6 +32,10 @@ type testNet struct {
 	// blocked drops datagrams between two addresses (from, to), as a
 	// firewall or NAT that lets nothing through would.
 	blocked map[[2]netip.AddrPort]bool
+	// transportBlocked drops the transport datagrams (data, keepalives,
+	// probes) between two addresses but lets handshakes through: a peer
+	// whose answer to a handshake comes before its first message.
+	transportBlocked map[[2]netip.AddrPort]bool
 	// nats are the NAT routers nodes sit behind, by public address.
 	nats map[netip.Addr]*testNAT
 	// stalled nodes' cores get no ticks and handle no events, as on a
@@ -241,7 +246,8 @@ func (w *testNet) drain() {
 		if dst == nil {
 			dst, from = w.throughNAT(p)
 		}
-		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] || w.blocked[[2]netip.AddrPort{p.from, p.to}] {
+		if dst == nil || w.down[dst] || w.down[w.byAddr[p.from]] || w.blocked[[2]netip.AddrPort{p.from, p.to}] ||
+			w.transportBlocked[[2]netip.AddrPort{p.from, p.to}] && wire.Type(p.b[0]) == wire.TypeTransport {
 			continue
 		}
 		dst.node.Dataplane().FromNetwork(dst.worker, from, p.b, w.now.UnixNano())

@@ -213,3 +213,38 @@ func TestALinkWaitsForItsFallbackHandshake(t *testing.T) {
 	}
 	t.Fatal("the link did not fall back to IPv4")
 }
+
+// A link whose peer went quiet on IPv6 while nothing was sent turns
+// suspect only when traffic starts again, after the 500 ms a silent peer
+// is given. Its fallback handshake is answered at once, before the peer's
+// first message on IPv4: that answer is the peer's, so the link moves to
+// IPv4 instead of going down at its next tick (TestIPv6Underlay, e2e, on
+// an idle link).
+func TestAFallbackAnsweredBeforeThePeersFirstMessageKeepsTheLinkUp(t *testing.T) {
+	w, a, b, l := dualStackPairOnIPv6(t, 25)
+	since := l.Since
+	w.blocked = map[[2]netip.AddrPort]bool{{a.addr6, b.addr6}: true, {b.addr6, a.addr6}: true}
+	w.transportBlocked = map[[2]netip.AddrPort]bool{{b.addr, a.addr}: true}
+	a.fromTAP(ethFrame(b.mac, a.mac, "unanswered"))
+	w.advance(700*time.Millisecond, 700*time.Millisecond)
+	var onIPv4 time.Time
+	for start := w.now; w.now.Sub(start) < 2*time.Second; {
+		a.fromTAP(ethFrame(b.mac, a.mac, "ping"))
+		w.advance(time.Millisecond, time.Millisecond)
+		l := a.node.Links().Links()[b.node.Self()]
+		if l == nil || !l.Up() || !l.Since.Equal(since) {
+			t.Fatalf("the link went down %v after traffic started again: %+v", w.now.Sub(start), l)
+		}
+		switch {
+		case onIPv4.IsZero() && l.Endpoint() == link.UDPEndpoint(b.addr):
+			onIPv4 = w.now
+			t.Logf("on IPv4 %v after traffic started again", w.now.Sub(start))
+		case !onIPv4.IsZero() && w.now.Sub(onIPv4) >= 5*time.Millisecond:
+			w.transportBlocked = nil
+		}
+		if !onIPv4.IsZero() && w.now.Sub(onIPv4) >= time.Second {
+			return
+		}
+	}
+	t.Fatal("the link did not fall back to IPv4")
+}
