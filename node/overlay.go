@@ -69,9 +69,10 @@ const (
 	// heal.
 	isolatedEvery = 5 * time.Second
 	// reaimAfter is how long the size estimate must stay below half of
-	// what a long-distance link was aimed for before the link is aimed
-	// anew: a successor list shortened for a moment by a failure must not
-	// re-aim them all. An estimate above twice re-aims at once.
+	// what a long-distance link was aimed for before the link is carried
+	// over to it (and aimed anew if too short for it): a successor list
+	// shortened for a moment by a failure must not touch them all. An
+	// estimate above twice is taken at once.
 	reaimAfter = 30 * time.Second
 	// fastStabilize is the stabilization period while a node's
 	// neighbourhood is changing.
@@ -108,6 +109,7 @@ type peerState struct {
 type ldSlot struct {
 	draw     overlay.LongDistanceDraw
 	size     float64 // size estimate the target was computed for
+	aimedOn  int     // successors that estimate rested on
 	peer     nid.ID
 	request  uint64
 	asked    time.Time

@@ -74,16 +74,20 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 		s.request = 0
 		if !m.Accepted || m.Origin == n.self || n.isSuccessor(m.Origin) || n.usedByLongDistance(m.Origin) {
 			// Refused, or no shortcut: draw another target, soon after a
-			// first refusal, later and later after more, so that a ring
-			// whose nodes are all full is not asked over and over.
+			// first refusal, later after more, up to a second, so that a
+			// ring whose nodes are all full is not asked over and over.
+			// Not longer: in a cold start of 5,000 nodes, nodes at their
+			// inbound limit refused some slots 10 to 12 times in a row,
+			// and with waits of up to 5 s the last link came a minute
+			// after nearly all the others.
 			s.draw = overlay.Draw(o.rng)
-			wait := min(fastStabilize<<min(s.refusals, 8), o.cfg.StabilizeEvery)
+			wait := min(fastStabilize<<min(s.refusals, 2), o.cfg.StabilizeEvery)
 			s.refusals++
 			s.retry = now.Add(wait + o.jitter(wait))
 			return
 		}
 		s.peer, s.refusals = m.Origin, 0
-		s.size = o.ring.EstimateSize()
+		s.size, s.aimedOn = o.ring.EstimateSize(), o.ring.KnownSuccessors()
 	}
 	if req.onDemand != (nid.ID{}) && m.Accepted {
 		o.od.linked(req.onDemand)
@@ -131,17 +135,13 @@ func (n *Node) tickLongDistance(now time.Time) {
 			switch r := size / s.size; {
 			case r >= 0.5 && r <= 2:
 				s.offSince = time.Time{}
-			case r > 2:
-				// The link was aimed for a much smaller network, as a
-				// newcomer's first guess often is, or the network grew. A
-				// failure shortens the successor list and lowers the
-				// estimate, never raises it, so this needs no waiting.
-				s.peer, s.retry, s.offSince = nid.ID{}, now, time.Time{}
+			case n.carryOverNow(s, r, now):
+				if !s.draw.Resize(s.size, size, o.rng) {
+					s.peer, s.retry = nid.ID{}, now
+				}
+				s.size, s.aimedOn, s.offSince = size, o.ring.KnownSuccessors(), time.Time{}
 			case s.offSince.IsZero():
 				s.offSince = now
-			case now.Sub(s.offSince) >= reaimAfter:
-				// The network grew or shrank: aim again.
-				s.peer, s.retry, s.offSince = nid.ID{}, now, time.Time{}
 			}
 			continue
 		}
@@ -158,6 +158,22 @@ func (n *Node) tickLongDistance(now time.Time) {
 		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: target, Origin: n.self,
 			Via: n.via(), ID: s.request, Reasons: overlay.ReasonLongDistance, From: n.selfInfo()}, now)
 	}
+}
+
+// carryOverNow reports whether slot s's link, the size estimate now r
+// times the one it was aimed with, is to be carried over to the estimate
+// now (and kept where a draw at it could have made it, see Resize). It is
+// when the link was aimed for a much smaller network, as a newcomer's
+// first guess often is, or the network grew: a failure shortens the
+// successor list and lowers the estimate, never raises it. It is too
+// when the estimate fell by half while the view gained successors, so
+// the aim rested on a guess from a few close ones; a fall without that
+// can be a failure's, and is taken only when it lasted reaimAfter.
+func (n *Node) carryOverNow(s *ldSlot, r float64, now time.Time) bool {
+	if r >= 0.5 {
+		return r > 2
+	}
+	return n.ov.ring.KnownSuccessors() > s.aimedOn || !s.offSince.IsZero() && now.Sub(s.offSince) >= reaimAfter
 }
 
 // longDistanceSlots is how many long-distance links the node keeps at
@@ -211,7 +227,7 @@ func (n *Node) longDistanceDeadline(now time.Time) time.Time {
 	for _, s := range o.ld {
 		switch {
 		case s.peer != (nid.ID{}):
-			if r := size / s.size; r > 2 || r < 0.5 && s.offSince.IsZero() {
+			if r := size / s.size; n.carryOverNow(s, r, now) || r < 0.5 && s.offSince.IsZero() {
 				return now
 			}
 			if !s.offSince.IsZero() {

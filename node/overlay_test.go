@@ -2,6 +2,7 @@ package node
 
 import (
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"sort"
@@ -442,43 +443,67 @@ func TestFullNodePassesLongDistanceRequestOn(t *testing.T) {
 }
 
 // A long-distance link aimed for a network less than half the size the
-// node now estimates is aimed anew at once; one aimed for a network more
-// than twice as large only after reaimAfter, since a failure can shrink
-// the estimate for a moment.
-func TestLongDistanceLinksAimedTooShortAreAimedAnewAtOnce(t *testing.T) {
+// node now estimates is carried over to the estimate at once; one aimed
+// for a network more than twice as large only after reaimAfter, since a
+// failure can shrink the estimate for a moment, unless the view gained
+// successors since, so that the aim rested on a guess from a few close
+// ones. Carried over, a link is kept where a draw at the estimate could
+// have made it (Resize) and aimed anew where not: a target closer than
+// one node in the network now is.
+func TestLongDistanceLinksFollowTheSizeEstimate(t *testing.T) {
 	w := newOverlayNet(t, 12, 5, overlay.Params{Successors: 2, LongDistance: 1})
 	w.settle(t, 60*time.Second)
 	w.quiet(t, 5*time.Second, 2*time.Minute)
-	var grown, shrunk *ldSlot
-	var grownNode, shrunkNode *testNode
+	type aimed struct {
+		n    *testNode
+		s    *ldSlot
+		peer nid.ID
+	}
+	var slots []aimed
 	for _, n := range w.live() {
 		for _, s := range n.node.ov.ld {
-			if s.peer == (nid.ID{}) {
-				continue
-			}
-			switch size := n.node.ov.ring.EstimateSize(); {
-			case grown == nil:
-				grown, grownNode, s.size = s, n, size/3
-			case shrunk == nil && n != grownNode:
-				shrunk, shrunkNode, s.size = s, n, size*3
+			if s.peer != (nid.ID{}) && len(slots) < 4 {
+				slots = append(slots, aimed{n, s, s.peer})
+				break
 			}
 		}
 	}
-	if shrunk == nil {
-		t.Fatal("fewer than two nodes have a long-distance link")
+	if len(slots) < 4 {
+		t.Fatal("fewer than four nodes have a long-distance link")
 	}
-	grownPeer, shrunkPeer := grown.peer, shrunk.peer
-	grownNode.node.tickLongDistance(w.now)
-	shrunkNode.node.tickLongDistance(w.now)
-	if grown.peer == grownPeer {
-		t.Error("a link aimed for a third of the estimate was kept")
+	grown, tooShort, longEnough, firstGuess := slots[0], slots[1], slots[2], slots[3]
+	size := func(a aimed) float64 { return a.n.node.ov.ring.EstimateSize() }
+	known := func(a aimed) int { return a.n.node.ov.ring.KnownSuccessors() }
+	grown.s.size = size(grown) / 3
+	target := grown.s.draw.Fraction(grown.s.size)
+	tooShort.s.size, tooShort.s.aimedOn, tooShort.s.draw.U = 3*size(tooShort), known(tooShort), 0
+	longEnough.s.size, longEnough.s.aimedOn, longEnough.s.draw.U = 3*size(longEnough), known(longEnough), 0.99
+	firstGuess.s.size, firstGuess.s.aimedOn = 3*size(firstGuess), known(firstGuess)-1
+	for _, a := range slots {
+		a.n.node.tickLongDistance(w.now)
 	}
-	if shrunk.peer != shrunkPeer {
-		t.Error("a link aimed for three times the estimate was aimed anew at once")
+	for _, a := range []aimed{grown, firstGuess} {
+		if a.s.size != size(a) {
+			t.Errorf("a link aimed for %v, the estimate %v, was not carried over at once", a.s.size, size(a))
+		}
 	}
-	shrunkNode.node.tickLongDistance(w.now.Add(reaimAfter))
-	if shrunk.peer == shrunkPeer {
-		t.Errorf("a link aimed for three times the estimate was kept after %v", reaimAfter)
+	if grown.s.peer == grown.peer && math.Abs(grown.s.draw.Fraction(grown.s.size)-target) > 1e-9*target {
+		t.Errorf("a link kept when carried over moved its target from %v to %v", target, grown.s.draw.Fraction(grown.s.size))
+	}
+	for _, a := range []aimed{tooShort, longEnough} {
+		if a.s.peer != a.peer || a.s.size != 3*size(a) {
+			t.Error("a link aimed for three times the estimate from as many successors was carried over at once")
+		}
+		a.n.node.tickLongDistance(w.now.Add(reaimAfter))
+		if a.s.size != size(a) {
+			t.Errorf("a link aimed for three times the estimate was not carried over after %v", reaimAfter)
+		}
+	}
+	if tooShort.s.peer == tooShort.peer {
+		t.Error("a link closer than one node at the estimate now was kept")
+	}
+	if longEnough.s.peer != longEnough.peer {
+		t.Error("a link a draw at the estimate now could have made was aimed anew")
 	}
 }
 
@@ -564,5 +589,27 @@ func TestTheOverlaysTimedWorkIsADeadline(t *testing.T) {
 	a.node.retire(a.node.upLink(b.node.Self()), ps, w.now.Add(soon-drainTime))
 	if next := a.node.NextDeadline(w.now); next.After(ps.retireAt) {
 		t.Errorf("a drained link is due to close in %v, but the next deadline is in %v", soon, next.Sub(w.now))
+	}
+}
+
+// A slot refused over and over asks again within a second and a half
+// (a second, and up to half of it again to spread the asks), however
+// often it was refused: nodes at their inbound limit refused some slots
+// 10 to 12 times in a row in a cold start of 5,000 nodes.
+func TestARefusedSlotAsksAgainWithinASecond(t *testing.T) {
+	w := newOverlayNet(t, 6, 7, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	n := w.live()[0].node
+	s := n.ov.ld[0]
+	for refusal := range 12 {
+		id := uint64(1000 + refusal)
+		n.ov.requests[id] = pendingRequest{slot: s, expires: w.now.Add(requestTimeout)}
+		n.handleLinkReply(&overlay.Message{Type: overlay.LinkReply, ID: id, Origin: nid.ID{1}, Accepted: false}, w.now)
+		if wait := s.retry.Sub(w.now); wait > 1500*time.Millisecond {
+			t.Fatalf("after refusal %d the slot waits %v", refusal+1, wait)
+		}
+	}
+	if s.refusals != 12 {
+		t.Fatalf("%d refusals counted, want 12", s.refusals)
 	}
 }

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"net/netip"
@@ -269,19 +270,56 @@ func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
 
 func TestLongDistanceDrawsFollowTheHarmonicDistribution(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	const n, draws = 1024.0, 20000
-	// Under p(x) ∝ 1/x on [1/n, 1), each factor of two in distance gets the
-	// same share of draws: 1/log2(n) each.
-	buckets := make([]int, int(math.Log2(n)))
-	for range draws {
-		x := Draw(rng).Fraction(n)
-		if x < 1/n || x >= 1 {
+	const n = 1024.0
+	checkHarmonic(t, n, func() float64 { return Draw(rng).Fraction(n) })
+}
+
+// A draw carried over to another size estimate is a draw at that size,
+// whether the estimate fell or rose, and one it reports kept still points
+// where it did.
+func TestResizedDrawsFollowTheHarmonicDistribution(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, c := range []struct{ from, to float64 }{{4096, 256}, {256, 4096}, {1024, 3000}, {20000, 5000}} {
+		t.Run(fmt.Sprintf("%v to %v", c.from, c.to), func(t *testing.T) {
+			kept := 0
+			checkHarmonic(t, c.to, func() float64 {
+				d := Draw(rng)
+				before := d.Fraction(c.from)
+				if d.Resize(c.from, c.to, rng) {
+					kept++
+					if after := d.Fraction(c.to); math.Abs(after-before) > 1e-9*before {
+						t.Fatalf("kept draw moved from %v to %v", before, after)
+					}
+				}
+				return d.Fraction(c.to)
+			})
+			lo, hi := math.Log(min(c.from, c.to)), math.Log(max(c.from, c.to))
+			if want := lo / hi * harmonicDraws; math.Abs(float64(kept)-want) > 0.05*want {
+				t.Errorf("kept %d draws, want about %.0f", kept, want)
+			}
+		})
+	}
+}
+
+const harmonicDraws = 20000
+
+// checkHarmonic draws harmonicDraws fractions and checks they follow
+// p(x) ∝ 1/x on [1/n, 1): each factor of two in distance gets the same
+// share of draws, 1/log2(n) each (the last, when n is no power of two,
+// its part of one).
+func checkHarmonic(t *testing.T, n float64, draw func() float64) {
+	t.Helper()
+	octaves := math.Log2(n)
+	buckets := make([]int, int(math.Ceil(octaves)))
+	for range harmonicDraws {
+		x := draw()
+		if x < 1/n*(1-1e-9) || x >= 1 {
 			t.Fatalf("fraction %v outside [1/n, 1)", x)
 		}
-		buckets[min(int(math.Log2(x*n)), len(buckets)-1)]++
+		buckets[min(max(int(math.Log2(x*n)), 0), len(buckets)-1)]++
 	}
-	want := float64(draws) / float64(len(buckets))
 	for i, c := range buckets {
+		want := harmonicDraws * (min(float64(i+1), octaves) - float64(i)) / octaves
 		if math.Abs(float64(c)-want) > 0.15*want {
 			t.Errorf("octave %d got %d draws, want about %.0f", i, c, want)
 		}

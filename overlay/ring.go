@@ -101,6 +101,9 @@ func (r *Ring) Prune(from nid.ID, listed []Info, keep func(nid.ID) bool) bool {
 	return changed
 }
 
+// KnownSuccessors is how many successors the view holds.
+func (r *Ring) KnownSuccessors() int { return len(r.succ) }
+
 // Successors returns up to n successors, closest first.
 func (r *Ring) Successors(n int) []Info { return r.succ[:min(n, len(r.succ))] }
 
