@@ -539,3 +539,37 @@ func TestSynchronousDeliveryIsSafe(t *testing.T) {
 		t.Fatalf("answers %+v", got)
 	}
 }
+
+// Reads of one key that queue at its primary behind a read's check with
+// the replicas share that check, so a key every node reads is answered
+// many reads per round trip, and none is refused as busy.
+func TestReadsOfOneKeyShareACheck(t *testing.T) {
+	r := newTestRing(t, 7, 12, testConfig())
+	o := put(r.live()[0], "hot", "v", time.Hour)
+	r.wait(o)
+	expect(t, "put", o, OK)
+	checks := 0
+	r.tamper = func(from nid.ID, m *message) *message {
+		if m.Type == msgCheck {
+			checks++
+		}
+		return m
+	}
+	var reads []*outcome
+	for range 4 {
+		for _, n := range r.live() {
+			reads = append(reads, get(n, "hot"))
+		}
+	}
+	r.wait(reads...)
+	for _, o := range reads {
+		if o.res.Status != OK || string(o.res.Value) != "v" {
+			t.Fatalf("a read got %v %q", o.res.Status, o.res.Value)
+		}
+	}
+	rounds := checks / (r.live()[0].p.cfg.Replicas - 1)
+	t.Logf("%d reads, %d checks with the replicas (%d rounds)", len(reads), checks, rounds)
+	if rounds > len(reads)/4 {
+		t.Fatalf("%d reads took %d check rounds", len(reads), rounds)
+	}
+}
