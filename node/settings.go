@@ -173,8 +173,31 @@ type SettingsStatus struct {
 }
 
 type settingsState struct {
-	current  SettingsStatus
-	nextPoll time.Time
+	current SettingsStatus
+	// lastRead is when the node last asked for the record, and share the
+	// part of a poll period it waits after that, drawn at each read from
+	// [½, 1) so that the nodes' reads spread over the period. The period
+	// follows the size estimate until the next read is due: a node that
+	// read while its estimate was still a first guess (every node, in a
+	// cold start) reads next when the network it is in says, not 30 s
+	// later; after a cold start of 2,000 nodes those second reads, all at
+	// once, were the busiest traffic of the minute that followed.
+	lastRead time.Time
+	share    float64
+	// retryAt, when set, is sooner: a read no holder answered.
+	retryAt time.Time
+}
+
+// due is when the node reads the settings next.
+func (st *settingsState) due(size float64) time.Time {
+	if st.lastRead.IsZero() {
+		return time.Time{}
+	}
+	next := st.lastRead.Add(time.Duration(st.share * float64(settingsPollEvery(size))))
+	if !st.retryAt.IsZero() && st.retryAt.Before(next) {
+		return st.retryAt
+	}
+	return next
 }
 
 // encodeSettings is the record's value: the writer's key and certificate,
@@ -232,22 +255,26 @@ func (n *Node) sharedSettings(key string, cert []byte, writer [32]byte, now time
 // renews a record whose lease runs low.
 func (n *Node) settingsTick(now time.Time) {
 	st := &n.settings
-	if now.Before(st.nextPoll) {
+	if now.Before(st.due(n.ov.ring.EstimateSize())) {
 		return
 	}
-	every := settingsPollEvery(n.ov.ring.EstimateSize())
-	st.nextPoll = now.Add(every - n.ov.jitter(every))
+	st.lastRead, st.share, st.retryAt = now, 0.5+n.ov.rng.Float64()/2, time.Time{}
+	settled := !n.ov.formation.settled.IsZero()
 	n.svc.kv.Get(settingsKey, now, func(r dht.Result) {
+		retry := func() { st.retryAt = r.At.Add(settingsRetry + n.ov.jitter(settingsRetry)) }
 		switch r.Status {
 		case dht.OK:
 		case dht.NotFound:
+			if !settled {
+				retry() // asked before the node had its place on the ring: maybe not of the record's holders
+			}
 			return // nothing set
 		default:
-			// Keep what was read last, and ask again soon.
-			if retry := r.At.Add(settingsRetry + n.ov.jitter(settingsRetry)); retry.Before(st.nextPoll) {
-				st.nextPoll = retry
-			}
+			retry() // keep what was read last, and ask again soon
 			return
+		}
+		if !settled {
+			retry()
 		}
 		s, err := n.decodeSettings(r.Value, r.Owner, r.At)
 		if err != nil {

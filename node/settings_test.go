@@ -85,16 +85,72 @@ func TestSettingsReadThatFailedIsRetriedSoon(t *testing.T) {
 	for _, n := range w.nodes[1:] {
 		w.stalled[n] = true
 	}
-	lone.node.settings.nextPoll = w.now
-	retries := 0
+	st := &lone.node.settings
+	st.lastRead = time.Time{} // a read is due
+	reads, last := 0, st.lastRead
 	for range int(settingsPoll / (100 * time.Millisecond)) {
-		before := lone.node.settings.nextPoll
 		w.advance(100*time.Millisecond, 100*time.Millisecond)
-		if lone.node.settings.nextPoll.Before(before) {
-			retries++
+		if st.lastRead != last {
+			reads, last = reads+1, st.lastRead
 		}
 	}
+	retries := reads - 1
 	if retries < 2 {
 		t.Fatalf("with every holder gone, a node retried reading the settings %d times in %v, want at least 2", retries, settingsPoll)
+	}
+}
+
+// The next read of the settings follows the size estimate of when it is
+// due, not of the last read: a node that read while its estimate was a
+// first guess (every node, in a cold start) waits as long as the network
+// it turned out to be in says. A read no holder answered comes sooner.
+func TestTheNextSettingsReadFollowsTheSizeEstimate(t *testing.T) {
+	if due := (&settingsState{}).due(1000); !due.IsZero() {
+		t.Fatalf("a node that never read the settings reads them at %v, want at once", due)
+	}
+	read := time.Unix(1_000_000, 0)
+	st := settingsState{lastRead: read, share: 0.5}
+	for _, c := range []struct {
+		size float64
+		want time.Duration
+	}{{10, settingsPoll / 2}, {1000, 500 * time.Second}} {
+		if got := st.due(c.size).Sub(read); got != c.want {
+			t.Errorf("at a size estimate of %v the next read is %v after the last, want %v", c.size, got, c.want)
+		}
+	}
+	st.retryAt = read.Add(settingsRetry)
+	if got := st.due(1000); !got.Equal(st.retryAt) {
+		t.Errorf("after a failed read the next is at %v, want the retry at %v", got, st.retryAt)
+	}
+}
+
+// A read of the settings answered before the node had its place on the
+// ring may have asked nodes that hold no copy, as in a cold start, where
+// every node reads at once: it is read again within seconds, and only an
+// answer read once the node settled holds for a poll period.
+func TestASettingsReadBeforeTheNodeSettledIsReadAgainSoon(t *testing.T) {
+	w := newOverlayNet(t, 1, 48, overlay.Params{Successors: 2, LongDistance: 1})
+	st := &w.nodes[0].node.settings
+	reads, last := 0, st.lastRead
+	for range int(settingsPoll / (100 * time.Millisecond)) {
+		w.advance(100*time.Millisecond, 100*time.Millisecond)
+		if st.lastRead != last {
+			reads, last = reads+1, st.lastRead
+		}
+	}
+	if !w.nodes[0].node.ov.formation.settled.IsZero() {
+		t.Fatal("a node alone settled")
+	}
+	if reads < 3 {
+		t.Fatalf("a node that never settled read the settings %d times in %v, want at least 3", reads, settingsPoll)
+	}
+	w.add("second", 49, OverlayConfig{Params: overlay.Params{Successors: 2, LongDistance: 1}, Bootstrap: []netip.AddrPort{w.nodes[0].addr}})
+	w.settle(t, 60*time.Second)
+	st.lastRead = time.Time{} // a read is due
+	w.advance(time.Second, 100*time.Millisecond)
+	read := st.lastRead
+	w.advance(settingsPoll/2-2*time.Second, 100*time.Millisecond)
+	if st.lastRead != read {
+		t.Fatalf("a settled node read the settings again %v after reading them", st.lastRead.Sub(read))
 	}
 }
