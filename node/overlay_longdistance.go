@@ -77,7 +77,7 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 			// first refusal, later after more, up to a second, so that a
 			// ring whose nodes are all full is not asked over and over.
 			// Not longer: in a cold start of 5,000 nodes, nodes at their
-			// inbound limit refused some slots 10 to 12 times in a row,
+			// inbound limit refused some slots up to 13 times in a row,
 			// and with waits of up to 5 s the last link came a minute
 			// after nearly all the others.
 			s.draw = overlay.Draw(o.rng)

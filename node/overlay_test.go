@@ -595,7 +595,7 @@ func TestTheOverlaysTimedWorkIsADeadline(t *testing.T) {
 // A slot refused over and over asks again within a second and a half
 // (a second, and up to half of it again to spread the asks), however
 // often it was refused: nodes at their inbound limit refused some slots
-// 10 to 12 times in a row in a cold start of 5,000 nodes.
+// up to 13 times in a row in a cold start of 5,000 nodes.
 func TestARefusedSlotAsksAgainWithinASecond(t *testing.T) {
 	w := newOverlayNet(t, 6, 7, overlay.Params{Successors: 2, LongDistance: 1})
 	w.settle(t, 60*time.Second)
