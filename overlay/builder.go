@@ -64,13 +64,14 @@ func (d LongDistanceDraw) TooClose(n float64) bool {
 // reports whether it kept it; when not, d is a new draw at m. The result
 // is a draw at m exactly as Draw would make it, so a link need not be
 // aimed again only because the estimate moved: in a cold start of 5,000
-// nodes the estimates of nodes that knew only a few successors swung by a
-// factor of 2 to 6, and re-aiming every such link was thousands of
-// requests and, for the last of them, a minute.
+// nodes the estimates of nodes that knew only a few successors were off
+// by factors of 2 to 11, and aiming every such link again was thousands
+// of requests and, for the last of them, a minute.
 //
 // The target lies at x = n^(u−1). Expressed at m it is u' = 1 + ln x/ln m.
-// When m < n, x is a harmonic draw on [1/n, 1) and so, where it is at
-// least 1/m, one on [1/m, 1): it is kept there, and drawn again below.
+// When m < n, x is a harmonic draw on [1/n, 1), and so one on [1/m, 1)
+// wherever it is at least 1/m: it is kept there, and drawn afresh when
+// closer.
 // When m > n, a harmonic draw on [1/m, 1) falls in [1/n, 1) with
 // probability p = ln n/ln m, and is then distributed as x is: x is kept
 // with probability p, else the draw moves below 1/n.
