@@ -261,20 +261,14 @@ func (n *Node) settingsTick(now time.Time) {
 	st.lastRead, st.share, st.retryAt = now, 0.5+n.ov.rng.Float64()/2, time.Time{}
 	settled := !n.ov.formation.settled.IsZero()
 	n.svc.kv.Get(settingsKey, now, func(r dht.Result) {
-		retry := func() { st.retryAt = r.At.Add(settingsRetry + n.ov.jitter(settingsRetry)) }
-		switch r.Status {
-		case dht.OK:
-		case dht.NotFound:
-			if !settled {
-				retry() // asked before the node had its place on the ring: maybe not of the record's holders
-			}
-			return // nothing set
-		default:
-			retry() // keep what was read last, and ask again soon
-			return
+		if answered := r.Status == dht.OK || r.Status == dht.NotFound; !answered || !settled {
+			// No holder answered (what was read last stays), or the node
+			// asked before it had its place on the ring, maybe not of the
+			// record's holders: ask again soon.
+			st.retryAt = r.At.Add(settingsRetry + n.ov.jitter(settingsRetry))
 		}
-		if !settled {
-			retry()
+		if r.Status != dht.OK {
+			return // nothing set, or nothing read
 		}
 		s, err := n.decodeSettings(r.Value, r.Owner, r.At)
 		if err != nil {

@@ -85,16 +85,8 @@ func TestSettingsReadThatFailedIsRetriedSoon(t *testing.T) {
 	for _, n := range w.nodes[1:] {
 		w.stalled[n] = true
 	}
-	st := &lone.node.settings
-	st.lastRead = time.Time{} // a read is due
-	reads, last := 0, st.lastRead
-	for range int(settingsPoll / (100 * time.Millisecond)) {
-		w.advance(100*time.Millisecond, 100*time.Millisecond)
-		if st.lastRead != last {
-			reads, last = reads+1, st.lastRead
-		}
-	}
-	retries := reads - 1
+	lone.node.settings.lastRead = time.Time{} // a read is due
+	retries := settingsReads(w, lone, settingsPoll) - 1
 	if retries < 2 {
 		t.Fatalf("with every holder gone, a node retried reading the settings %d times in %v, want at least 2", retries, settingsPoll)
 	}
@@ -131,13 +123,7 @@ func TestTheNextSettingsReadFollowsTheSizeEstimate(t *testing.T) {
 func TestASettingsReadBeforeTheNodeSettledIsReadAgainSoon(t *testing.T) {
 	w := newOverlayNet(t, 1, 48, overlay.Params{Successors: 2, LongDistance: 1})
 	st := &w.nodes[0].node.settings
-	reads, last := 0, st.lastRead
-	for range int(settingsPoll / (100 * time.Millisecond)) {
-		w.advance(100*time.Millisecond, 100*time.Millisecond)
-		if st.lastRead != last {
-			reads, last = reads+1, st.lastRead
-		}
-	}
+	reads := settingsReads(w, w.nodes[0], settingsPoll)
 	if !w.nodes[0].node.ov.formation.settled.IsZero() {
 		t.Fatal("a node alone settled")
 	}
@@ -153,4 +139,18 @@ func TestASettingsReadBeforeTheNodeSettledIsReadAgainSoon(t *testing.T) {
 	if st.lastRead != read {
 		t.Fatalf("a settled node read the settings again %v after reading them", st.lastRead.Sub(read))
 	}
+}
+
+// settingsReads advances the network by d in 100 ms steps and counts the
+// reads of the settings n began meanwhile.
+func settingsReads(w *testNet, n *testNode, d time.Duration) int {
+	st := &n.node.settings
+	reads, last := 0, st.lastRead
+	for range int(d / (100 * time.Millisecond)) {
+		w.advance(100*time.Millisecond, 100*time.Millisecond)
+		if st.lastRead != last {
+			reads, last = reads+1, st.lastRead
+		}
+	}
+	return reads
 }

@@ -129,7 +129,10 @@ e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
 // bytesPerNode is the memory a large run may take per simulated node. A
 // node's state after the invariant checks (which teach every node a few
 // hundred MACs) is about 130 KB; the rest is room for garbage. At 200 KiB
-// a 10,000-node run peaked at 2.0-2.1 GiB of RSS, over issue 18's 2 GB.
+// a 10,000-node run peaked at 2.0-2.1 GiB of RSS, at 176 KiB 1.93 GiB;
+// lower would not help: formation holds near 1.4 GiB live at 10,000
+// nodes, and a limit of 1,500 MiB left the collector running nearly
+// all the time.
 const bytesPerNode = 176 << 10
 
 // collectForSize sets the collector for a run of up to n nodes: rarely
