@@ -81,11 +81,20 @@ type list struct{ head, tail int32 }
 
 type links struct{ prev, next int32 }
 
+// slot holds an Entry in 64 bytes rather than 80: its time as Unix
+// nanoseconds. Every node learns a MAC from each host that broadcasts,
+// so in a large network the learning tables are a large part of a node.
 type slot struct {
 	mac   l2.MAC
 	noted bool // mac is in changes
-	entry Entry
+	port  Port
+	root  nid.ID
+	seen  int64 // LastSeen, Unix nanoseconds
 	links [numChains]links
+}
+
+func (s *slot) entry() Entry {
+	return Entry{Port: s.port, Root: s.root, LastSeen: time.Unix(0, s.seen).UTC()}
 }
 
 // NewTable returns an empty table holding at most maxMACs entries, each
@@ -121,27 +130,27 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 		}
 		i = t.alloc()
 		t.slotOf[mac] = i
-		t.slots[i] = slot{mac: mac, entry: Entry{Port: port, Root: root, LastSeen: now}}
+		t.slots[i] = slot{mac: mac, port: port, root: root, seen: now.UnixNano()}
 		t.push(&t.age, byAge, i)
 		join(t, t.roots, root, byRoot, i)
 		join(t, t.ports, port, byPort, i)
 		t.note(i)
 		return true
 	}
-	e := &t.slots[i].entry
-	if e.Root != root {
-		leave(t, t.roots, e.Root, byRoot, i)
+	e := &t.slots[i]
+	if e.root != root {
+		leave(t, t.roots, e.root, byRoot, i)
 		join(t, t.roots, root, byRoot, i)
-		e.Root = root
+		e.root = root
 		changed = true
 	}
-	if e.Port != port {
-		leave(t, t.ports, e.Port, byPort, i)
+	if e.port != port {
+		leave(t, t.ports, e.port, byPort, i)
 		join(t, t.ports, port, byPort, i)
-		e.Port = port
+		e.port = port
 		changed = true
 	}
-	e.LastSeen = now
+	e.seen = now.UnixNano()
 	t.unlink(&t.age, byAge, i)
 	t.push(&t.age, byAge, i)
 	t.note(i)
@@ -151,7 +160,7 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 // Each calls f for every entry, in no particular order.
 func (t *Table) Each(f func(mac l2.MAC, e Entry)) {
 	for i := t.age.head; i != none; i = t.slots[i].links[byAge].next {
-		f(t.slots[i].mac, t.slots[i].entry)
+		f(t.slots[i].mac, t.slots[i].entry())
 	}
 }
 
@@ -161,13 +170,16 @@ func (t *Table) Lookup(mac l2.MAC) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return t.slots[i].entry, true
+	return t.slots[i].entry(), true
 }
 
 // RootOf returns the bridge mac sits behind.
 func (t *Table) RootOf(mac l2.MAC) (nid.ID, bool) {
-	e, ok := t.Lookup(mac)
-	return e.Root, ok
+	i, ok := t.slotOf[mac]
+	if !ok {
+		return nid.ID{}, false
+	}
+	return t.slots[i].root, true
 }
 
 // Leaves appends to dst the MACs known to sit behind root, in no particular
@@ -197,12 +209,12 @@ func (t *Table) Reroute(port Port) int {
 	for i := t.ports[port].head; i != none; {
 		s := &t.slots[i]
 		next := s.links[byPort].next
-		if s.entry.Root == (nid.ID{}) {
+		if s.root == (nid.ID{}) {
 			t.remove(i)
 		} else {
 			leave(t, t.ports, port, byPort, i)
 			join(t, t.ports, RoutedPort, byPort, i)
-			s.entry.Port = RoutedPort
+			s.port = RoutedPort
 			t.note(i)
 			n++
 		}
@@ -215,7 +227,7 @@ func (t *Table) Reroute(port Port) int {
 // returns how many there were.
 func (t *Table) Expire(now time.Time) int {
 	n := 0
-	for i := t.age.tail; i != none && !now.Before(t.slots[i].entry.LastSeen.Add(t.maxAge)); n++ {
+	for i := t.age.tail; i != none && now.UnixNano()-t.slots[i].seen >= int64(t.maxAge); n++ {
 		t.remove(i)
 		i = t.age.tail
 	}
@@ -275,8 +287,8 @@ func (t *Table) remove(i int32) {
 	s := &t.slots[i]
 	delete(t.slotOf, s.mac)
 	t.unlink(&t.age, byAge, i)
-	leave(t, t.roots, s.entry.Root, byRoot, i)
-	leave(t, t.ports, s.entry.Port, byPort, i)
+	leave(t, t.roots, s.root, byRoot, i)
+	leave(t, t.ports, s.port, byPort, i)
 	*s = slot{links: [numChains]links{byAge: {next: t.free}}}
 	t.free = i
 }

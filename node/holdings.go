@@ -132,6 +132,7 @@ func (n *Node) heldSpace() (dhcpRange func(netip.Addr) bool, subnets []subnetRan
 // publishHoldings copies the holders into the snapshot.
 func (n *Node) publishHoldings(s *snapshot) {
 	h := &n.svc.holdings
+	s.holdingsView = &holdingsView{}
 	s.dhcpRange, s.subnetRanges = n.heldSpace()
 	s.leaseHolders = make(map[netip.Addr]holding, len(h.leases))
 	s.clientMACs = make(map[l2.MAC]nid.ID)

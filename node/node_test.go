@@ -457,3 +457,49 @@ func TestARelayPacesABurstInsteadOfDroppingIt(t *testing.T) {
 	}
 	t.Logf("%d frames at once, %d paced by the relay, %d dropped", atOnce, queued, 400-len(got))
 }
+
+// The data path's copy of the learning table follows it through growth
+// past many shard counts, single learns, moves, forgets and a shrink to a
+// handful: after every publish each MAC is where the table says, or
+// absent where the table has none.
+func TestTheDataPathSeesTheLearningTable(t *testing.T) {
+	w := newTestNet(t, 1, 9)
+	n := w.nodes[0].node
+	macOf := func(i int) l2.MAC { return l2.MAC{2, 0x5e, byte(i >> 16), byte(i >> 8), byte(i), 7} }
+	const most = 3000
+	check := func(step string) {
+		t.Helper()
+		n.dirty |= dirtyMACs
+		n.publish()
+		s := n.snap.Load()
+		for i := range most {
+			e, inTable := n.learn.Lookup(macOf(i))
+			v, inSnap := s.macs.lookup(macOf(i))
+			if inTable != inSnap || (inTable && v != viewOf(e)) {
+				t.Fatalf("%s: MAC %d: table %v %+v, data path %v %+v", step, i, inTable, e, inSnap, v)
+			}
+		}
+		if want := macShardBits(n.learn.Len()); s.macs.bits < want || s.macs.bits > want+1 {
+			t.Fatalf("%s: %d entries in 2^%d shards, want 2^%d", step, n.learn.Len(), s.macs.bits, want)
+		}
+	}
+	root := nid.ID{9}
+	for i := range most {
+		n.learn.Learn(macOf(i), flood.Port(1+i%3), root, w.now)
+		if i < 40 || i%97 == 0 {
+			check(fmt.Sprint("learning ", i))
+		}
+	}
+	check("all learned")
+	for i := 0; i < most; i += 5 {
+		n.learn.Learn(macOf(i), 9, nid.ID{10}, w.now.Add(time.Second))
+	}
+	check("a fifth moved")
+	for i := 10; i < most; i++ {
+		n.learn.Forget(macOf(i))
+		if i%251 == 0 {
+			check(fmt.Sprint("forgetting ", i))
+		}
+	}
+	check("ten left")
+}

@@ -1,7 +1,9 @@
 package node
 
 import (
-	"maps"
+	"cmp"
+	"encoding/binary"
+	"math/bits"
 	"net/netip"
 	"slices"
 	"sync/atomic"
@@ -18,7 +20,28 @@ import (
 // last-use time survives republishing; the parts of a snapshot that did not
 // change since the last one are shared too.
 type snapshot struct {
-	self     nid.ID
+	self nid.ID
+	// The parts the links and the holdings make are shared by pointer
+	// while they do not change: a snapshot is published for nearly every
+	// MAC learned, and copying them by value made it 2.5 times as large.
+	*linkView
+	*holdingsView
+	flows map[flowKey]route
+	// macs is the learning table as the data path needs it to flood on its
+	// own: where each known MAC was learned, and behind which bridge.
+	macs macTable
+	// serviceMACs are the addresses the node's own services answer as;
+	// frames to them always go to the core.
+	serviceMACs []l2.MAC
+	// groups are the multicast groups some host reported, true where one
+	// behind this node listens (groups.go).
+	groups map[netip.Addr]bool
+	// localDHCP keeps other members' DHCP from the TAP (LocalDHCP).
+	localDHCP bool
+}
+
+// linkView is the part of a snapshot the links make.
+type linkView struct {
 	sessions map[uint32]rxSession // by the index peers address us with
 	ports    map[uint32]*port     // by switch port; 0 is the TAP
 	byPeer   map[nid.ID]*port     // up links by peer, for relaying
@@ -26,34 +49,26 @@ type snapshot struct {
 	// from self, and peers their node IDs in the same order.
 	adjacency []*port
 	peers     []nid.ID
-	flows     map[flowKey]route
-	// macs is the learning table as the data path needs it to flood on its
-	// own: where each known MAC was learned, and behind which bridge.
-	macs macTable
-	// serviceMACs are the addresses the node's own services answer as;
-	// frames to them always go to the core.
-	serviceMACs []l2.MAC
 	// owners are the addresses linked peers' certificates fix, and
 	// macOwners the TAP MACs their IDs give them (MACFor), by peer: a frame
 	// from another member's bridge with one as its source is spoofed.
 	owners    map[netip.Addr]nid.ID
 	macOwners map[l2.MAC]nid.ID
-	// dhcpRange (nil: the node serves no DHCP) and subnetRanges are where
-	// addresses only a lease or a subnet claim gives; leaseHolders and
-	// subnetHolders who holds them, as the core last looked them up, and
-	// clientMACs the leased clients' MACs by holder (holdings.go).
+	// notRouters are the linked peers whose certificate lacks RouterGroup.
+	notRouters map[nid.ID]bool
+}
+
+// holdingsView is the part of a snapshot the lease and subnet holdings
+// make: dhcpRange (nil: the node serves no DHCP) and subnetRanges are
+// where addresses only a lease or a subnet claim gives; leaseHolders and
+// subnetHolders who holds them, as the core last looked them up, and
+// clientMACs the leased clients' MACs by holder (holdings.go).
+type holdingsView struct {
 	dhcpRange     func(netip.Addr) bool
 	subnetRanges  []subnetRange
 	leaseHolders  map[netip.Addr]holding
 	subnetHolders map[netip.Prefix]holding
 	clientMACs    map[l2.MAC]nid.ID
-	// notRouters are the linked peers whose certificate lacks RouterGroup.
-	notRouters map[nid.ID]bool
-	// groups are the multicast groups some host reported, true where one
-	// behind this node listens (groups.go).
-	groups map[netip.Addr]bool
-	// localDHCP keeps other members' DHCP from the TAP (LocalDHCP).
-	localDHCP bool
 }
 
 // MACFor derives a node's stable, locally administered TAP MAC from its ID,
@@ -309,14 +324,12 @@ func (n *Node) publish() {
 	if prev == nil || n.dirty&dirtyLinks != 0 {
 		n.publishLinks(s)
 	} else {
-		s.sessions, s.ports, s.byPeer, s.adjacency, s.peers = prev.sessions, prev.ports, prev.byPeer, prev.adjacency, prev.peers
-		s.owners, s.macOwners, s.notRouters = prev.owners, prev.macOwners, prev.notRouters
+		s.linkView = prev.linkView
 	}
 	if prev == nil || n.dirty&dirtyHoldings != 0 {
 		n.publishHoldings(s)
 	} else {
-		s.dhcpRange, s.subnetRanges = prev.dhcpRange, prev.subnetRanges
-		s.leaseHolders, s.subnetHolders, s.clientMACs = prev.leaseHolders, prev.subnetHolders, prev.clientMACs
+		s.holdingsView = prev.holdingsView
 	}
 	if prev == nil || n.dirty&(dirtyLinks|dirtyFlows) != 0 {
 		n.publishFlows(s)
@@ -338,51 +351,108 @@ func (n *Node) publish() {
 }
 
 // macTable is the learning table as the data path sees it, split by MAC
-// into shards: publishing a change copies the shards it touches, not the
-// whole table. Rebuilding the whole table for every MAC learned made
-// half of all the simulator's allocations.
-type macTable [macShards]map[l2.MAC]macView
+// into shards of about macsPerShard entries each, every shard a slice
+// sorted by MAC: publishing a change copies the list of shards and the
+// shards it touches, not the whole table. Each node of a large network
+// learns a MAC from every host that broadcasts, and a snapshot is
+// published for nearly every one: with a few large shards, or one map
+// per shard, the copies and the maps' spare room made the tables the
+// largest part of a node.
+type macTable struct {
+	shards [][]macEntry // a power of two of them, minMACShards at least
+	bits   uint8        // log2(len(shards))
+}
 
-const macShards = 8
+type macEntry struct {
+	key  uint64 // macKey
+	view macView
+}
 
-func macShard(mac l2.MAC) int { return int(mac[4]^mac[5]) % macShards }
+const (
+	macsPerShard = 8
+	minMACShards = 8
+)
+
+// macShardBits is the number of shards, as a power of two, for a table of
+// n entries.
+func macShardBits(n int) uint8 {
+	return uint8(max(bits.Len(uint(n/macsPerShard)), bits.TrailingZeros(minMACShards)))
+}
+
+func macKey(mac l2.MAC) uint64 {
+	return uint64(mac[0])<<40 | uint64(mac[1])<<32 | uint64(binary.BigEndian.Uint32(mac[2:6]))
+}
+
+// shard mixes the bytes of a MAC that tell NICs and burrow's own derived
+// MACs apart (not the vendor prefix) into a shard index.
+func (t *macTable) shard(key uint64) int {
+	return int(uint32(key) * 0x9e3779b1 >> (32 - t.bits))
+}
+
+func compareKey(e macEntry, key uint64) int { return cmp.Compare(e.key, key) }
 
 func (t *macTable) lookup(mac l2.MAC) (macView, bool) {
-	v, ok := t[macShard(mac)][mac]
-	return v, ok
+	if len(t.shards) == 0 {
+		return macView{}, false
+	}
+	key := macKey(mac)
+	sh := t.shards[t.shard(key)]
+	if i, ok := slices.BinarySearchFunc(sh, key, compareKey); ok {
+		return sh[i].view, true
+	}
+	return macView{}, false
 }
 
 // publishMACs is the learning table as the data path sees it: the
 // previous snapshot's, with copies of the shards holding the entries
-// that changed since, or, when the table did not keep track or there is
-// none, a new one.
+// that changed since, or a new one when the table did not keep track,
+// there is none, or the table outgrew its shards (or shrank far below
+// them).
 func (n *Node) publishMACs(prev *snapshot) macTable {
 	defer n.learn.ClearChanges()
 	changed, kept := n.learn.Changes()
-	var macs macTable
-	if prev != nil && kept {
-		macs = prev.macs
-		var copied [macShards]bool
+	want := macShardBits(n.learn.Len())
+	if prev != nil && kept && want <= prev.macs.bits && want+2 > prev.macs.bits {
+		macs := macTable{shards: slices.Clone(prev.macs.shards), bits: prev.macs.bits}
+		var few [16]int
+		copied := few[:0]
 		for _, mac := range changed {
-			i := macShard(mac)
-			if !copied[i] {
-				copied[i] = true
-				if macs[i] = maps.Clone(macs[i]); macs[i] == nil {
-					macs[i] = make(map[l2.MAC]macView)
-				}
+			key := macKey(mac)
+			i := macs.shard(key)
+			sh := macs.shards[i]
+			if !slices.Contains(copied, i) {
+				copied = append(copied, i)
+				sh = append(make([]macEntry, 0, len(sh)+1), sh...)
 			}
-			if e, ok := n.learn.Lookup(mac); ok {
-				macs[i][mac] = viewOf(e)
-			} else {
-				delete(macs[i], mac)
+			at, found := slices.BinarySearchFunc(sh, key, compareKey)
+			e, learned := n.learn.Lookup(mac)
+			switch {
+			case learned && found:
+				sh[at].view = viewOf(e)
+			case learned:
+				sh = slices.Insert(sh, at, macEntry{key, viewOf(e)})
+			case found:
+				sh = slices.Delete(sh, at, at+1)
 			}
+			macs.shards[i] = sh
 		}
 		return macs
 	}
-	for i := range macs {
-		macs[i] = make(map[l2.MAC]macView, n.learn.Len()/macShards)
+	// A new table: every entry in one array, in shard order, each shard
+	// a slice of it capped at its end (a change copies it first).
+	macs := macTable{shards: make([][]macEntry, 1<<want), bits: want}
+	all := make([]macEntry, 0, n.learn.Len())
+	n.learn.Each(func(mac l2.MAC, e flood.Entry) { all = append(all, macEntry{macKey(mac), viewOf(e)}) })
+	slices.SortFunc(all, func(a, b macEntry) int {
+		return cmp.Or(cmp.Compare(macs.shard(a.key), macs.shard(b.key)), cmp.Compare(a.key, b.key))
+	})
+	for i := range macs.shards {
+		end := 0
+		for end < len(all) && macs.shard(all[end].key) == i {
+			end++
+		}
+		macs.shards[i], all = all[:end:end], all[end:]
 	}
-	n.learn.Each(func(mac l2.MAC, e flood.Entry) { macs[macShard(mac)][mac] = viewOf(e) })
 	return macs
 }
 
@@ -392,6 +462,7 @@ func viewOf(e flood.Entry) macView {
 }
 
 func (n *Node) publishLinks(s *snapshot) {
+	s.linkView = &linkView{}
 	s.sessions = make(map[uint32]rxSession)
 	s.ports = make(map[uint32]*port)
 	s.byPeer = make(map[nid.ID]*port)
