@@ -128,12 +128,13 @@ e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
 
 // bytesPerNode is the memory a large run may take per simulated node. A
 // node's state after the invariant checks (which teach every node a few
-// hundred MACs) is about 130 KB; the rest is room for garbage. At 200 KiB
-// a 10,000-node run peaked at 2.0-2.1 GiB of RSS, at 176 KiB 1.93 GiB;
-// lower would not help: formation holds near 1.4 GiB live at 10,000
-// nodes, and a limit of 1,500 MiB left the collector running nearly
+// hundred MACs) is about 130 KB; the rest is room for garbage. The peak
+// comes in those checks, when the live heap nears the limit and the
+// collector, capped at half the CPU, lets the process grow past it: at
+// 10,000 nodes 176 KiB gave 1.94-1.97 GB of RSS, 160 KiB 1.90 GB in no
+// more wall time; a limit of 1,500 MiB had the collector running nearly
 // all the time.
-const bytesPerNode = 176 << 10
+const bytesPerNode = 160 << 10
 
 // collectForSize sets the collector for a run of up to n nodes: rarely
 // (GOGC 400), which saves time, but within a soft limit of bytesPerNode a
