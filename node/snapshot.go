@@ -392,9 +392,6 @@ func (t *macTable) shard(key uint64) int {
 func compareKey(e macEntry, key uint64) int { return cmp.Compare(e.key, key) }
 
 func (t *macTable) lookup(mac l2.MAC) (macView, bool) {
-	if len(t.shards) == 0 {
-		return macView{}, false
-	}
 	key := macKey(mac)
 	sh := t.shards[t.shard(key)]
 	if i, ok := slices.BinarySearchFunc(sh, key, compareKey); ok {
