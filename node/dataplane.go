@@ -55,6 +55,7 @@ type Dataplane struct {
 	snap  *atomic.Pointer[snapshot]
 	stats *Stats
 	relay *relayBudget
+	gate  *sourceGate
 	fw    *firewall.Firewall // nil: every frame passes
 	trace Trace
 }
@@ -379,6 +380,12 @@ func (d *Dataplane) FromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 
 func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now int64, relayed bool) {
 	if len(dgram) == 0 || wire.Type(dgram[0]) != wire.TypeTransport {
+		// A relayed datagram came over a member's session, and the relay
+		// already bounds what a pair sends.
+		if !relayed && !d.gate.allow(from.Addr.Addr(), now) {
+			d.stats.drop(DropRateLimited)
+			return
+		}
 		w.Slow(Event{Kind: EventDatagram, From: from, Data: clone(dgram)})
 		return
 	}

@@ -182,7 +182,11 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 	n.initRevocations()
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: n.verifyPeer, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
-	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), trace: cfg.Trace, fw: cfg.Firewall}
+	var gateKey [16]byte
+	if _, err := cfg.Handshake.Rand.Read(gateKey[:]); err != nil {
+		return nil, fmt.Errorf("node: random source: %w", err)
+	}
+	n.dp = &Dataplane{snap: &n.snap, stats: &n.stats, relay: newRelayBudget(cfg.RelayRate), gate: newSourceGate(gateKey), trace: cfg.Trace, fw: cfg.Firewall}
 	n.initReach(now)
 	n.initRendezvous()
 	n.initOverlay(now)
