@@ -132,7 +132,8 @@ e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
 // comes in those checks, when the live heap nears the limit and the
 // collector, capped at half the CPU, lets the process grow past it: at
 // 10,000 nodes 176 KiB gave 1.99-2.02 GB of RSS, 160 KiB 1.93-1.95 GB
-// in no more wall time; a limit of 1,500 MiB had the collector running nearly
+// in no more wall time (1.98 GB once each node had its 2 KiB source
+// gate); a limit of 1,500 MiB had the collector running nearly
 // all the time.
 const bytesPerNode = 160 << 10
 
