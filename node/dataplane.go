@@ -382,7 +382,7 @@ func (d *Dataplane) fromNetwork(w *Worker, from link.Endpoint, dgram []byte, now
 	if len(dgram) == 0 || wire.Type(dgram[0]) != wire.TypeTransport {
 		// A relayed datagram came over a member's session, and the relay
 		// already bounds what a pair sends.
-		if !relayed && !d.gate.allow(from.Addr.Addr(), now) {
+		if !relayed && !d.gate.allow(from, now) {
 			d.stats.drop(DropRateLimited)
 			return
 		}

@@ -3,8 +3,9 @@ package node
 import (
 	"encoding/binary"
 	"math/bits"
-	"net/netip"
 	"sync/atomic"
+
+	"burrow/link"
 )
 
 // sourceGate bounds, per source address, the datagrams without a session
@@ -42,10 +43,10 @@ func newSourceGate(key [16]byte) *sourceGate {
 	return &sourceGate{key: [2]uint64{binary.LittleEndian.Uint64(key[:8]), binary.LittleEndian.Uint64(key[8:])}}
 }
 
-// allow reports whether a datagram from addr, at now (Unix ns), may go on
-// to the core, and counts it.
-func (g *sourceGate) allow(addr netip.Addr, now int64) bool {
-	slot := &g.slots[g.slotOf(addr)]
+// allow reports whether a datagram from from, at now (Unix ns), may go
+// on to the core, and counts it.
+func (g *sourceGate) allow(from link.Endpoint, now int64) bool {
+	slot := &g.slots[g.slotOf(from)]
 	for {
 		drained := slot.Load()
 		next := max(drained, now) + gateInterval
@@ -58,9 +59,14 @@ func (g *sourceGate) allow(addr netip.Addr, now int64) bool {
 	}
 }
 
-func (g *sourceGate) slotOf(addr netip.Addr) int {
-	a := addr.As16()
+// slotOf is the slot of a source: its address, or for a WebSocket or TCP
+// stream, which has none, the stream (one connection, one source).
+func (g *sourceGate) slotOf(from link.Endpoint) int {
+	a := from.Addr.Addr().As16()
 	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
+	if from.Via == link.Stream {
+		hi, lo = 1<<63, uint64(from.Stream)
+	}
 	h1, l1 := bits.Mul64(hi^g.key[0], 0x9e3779b97f4a7c15)
 	h2, l2 := bits.Mul64(lo^g.key[1], 0xc2b2ae3d27d4eb4f)
 	return int((h1 ^ l1 ^ h2 ^ l2) % gateSlots)

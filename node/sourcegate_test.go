@@ -11,15 +11,23 @@ import (
 
 func TestSourceGateAllowsABurstThenItsRate(t *testing.T) {
 	g := newSourceGate([16]byte{1, 2, 3})
-	spray := netip.MustParseAddr("192.0.2.7")
-	other := netip.MustParseAddr("192.0.2.8")
+	spray := link.UDPEndpoint(netip.MustParseAddrPort("192.0.2.7:4000"))
+	other := link.UDPEndpoint(netip.MustParseAddrPort("192.0.2.8:4000"))
 	for g.slotOf(other) == g.slotOf(spray) {
-		other = other.Next()
+		other.Addr = netip.AddrPortFrom(other.Addr.Addr().Next(), 4000)
+	}
+	// Streams have no address: each is a source of its own.
+	stream := link.Endpoint{Via: link.Stream, Stream: 1}
+	otherStream := link.Endpoint{Via: link.Stream, Stream: 2}
+	for g.slotOf(otherStream) == g.slotOf(stream) || g.slotOf(otherStream) == g.slotOf(spray) {
+		if otherStream.Stream++; otherStream.Stream > 100 {
+			t.Fatal("streams 1 to 100 share one slot")
+		}
 	}
 	now := time.Date(2026, 11, 28, 0, 0, 0, 0, time.UTC).UnixNano()
-	passed := func(addr netip.Addr, tries int) (n int) {
+	passed := func(from link.Endpoint, tries int) (n int) {
 		for range tries {
-			if g.allow(addr, now) {
+			if g.allow(from, now) {
 				n++
 			}
 		}
@@ -30,6 +38,12 @@ func TestSourceGateAllowsABurstThenItsRate(t *testing.T) {
 	}
 	if !g.allow(other, now) {
 		t.Fatal("another address was refused with the sprayer")
+	}
+	if n := passed(stream, 10*gateBurst); n != gateBurst {
+		t.Fatalf("%d of a stream's burst passed at once, want %d", n, gateBurst)
+	}
+	if !g.allow(otherStream, now) {
+		t.Fatal("another stream was refused with the spraying one")
 	}
 	now += int64(time.Second)
 	if n, want := passed(spray, 10*gateBurst), int(int64(time.Second)/gateInterval); n != want {
@@ -51,7 +65,7 @@ func TestASprayFromOneAddressStopsInTheDataPath(t *testing.T) {
 	w.advance(time.Second, 100*time.Millisecond)
 	a, b := w.nodes[0], w.nodes[1]
 	sprayer := netip.MustParseAddrPort("198.51.100.9:4000")
-	for b.node.dp.gate.slotOf(sprayer.Addr()) == b.node.dp.gate.slotOf(a.addr.Addr()) {
+	for b.node.dp.gate.slotOf(link.UDPEndpoint(sprayer)) == b.node.dp.gate.slotOf(link.UDPEndpoint(a.addr)) {
 		sprayer = netip.AddrPortFrom(sprayer.Addr().Next(), sprayer.Port())
 	}
 	handed := b.handed[EventDatagram]
