@@ -248,11 +248,16 @@ func (m *Manager) fail(p *pending, err error, now time.Time) {
 	}
 }
 
-// rateKey is what handshake rate limits count by: the source address, or
-// for relayed handshakes the originating node.
+// rateKey is what handshake rate limits count by: the source address, for
+// relayed handshakes the originating node, and for a WebSocket or TCP
+// stream, which has no address, the stream, as a multicast address no
+// datagram comes from (otherwise every stream would share one limit).
 func rateKey(from Endpoint) netip.Addr {
-	if from.IsRelay() {
+	switch {
+	case from.IsRelay():
 		return netip.AddrFrom16(from.Peer)
+	case from.Via == Stream:
+		return netip.AddrFrom16([16]byte{0xff, 0x0e, 12: byte(from.Stream >> 24), 13: byte(from.Stream >> 16), 14: byte(from.Stream >> 8), 15: byte(from.Stream)})
 	}
 	return from.Addr.Addr()
 }

@@ -609,3 +609,19 @@ func TestAnIdleNodeWakesOncePerKeepaliveRound(t *testing.T) {
 		}
 	}
 }
+
+// TestEachStreamIsASourceOfItsOwn: streams (WebSocket, TCP) have no
+// address; one that floods initiations must not use up another's limit.
+func TestEachStreamIsASourceOfItsOwn(t *testing.T) {
+	_, a, b := pair(t, Timers{})
+	now := time.Unix(1000, 0)
+	init := initiation(t, a)
+	for range 1000 {
+		b.m.HandleHandshake(Endpoint{Via: Stream, Stream: 1}, init, now)
+	}
+	b.outbox = nil
+	b.m.HandleHandshake(Endpoint{Via: Stream, Stream: 2}, initiation(t, a), now)
+	if len(b.outbox) != 1 || wire.Type(b.outbox[0].b[0]) != wire.TypeHandshakeReply {
+		t.Fatalf("another stream's initiation was not answered with a reply: %d datagrams sent", len(b.outbox))
+	}
+}
