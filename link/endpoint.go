@@ -40,6 +40,20 @@ type Endpoint struct {
 	Peer  nid.ID
 }
 
+// Source is who datagrams from e count as, for rate limits: the source
+// address; for relayed ones the originating node; and for a WebSocket or
+// TCP stream, which has no address, the stream, as a multicast address
+// no datagram comes from (otherwise every stream would share one limit).
+func (e Endpoint) Source() netip.Addr {
+	switch {
+	case e.IsRelay():
+		return netip.AddrFrom16(e.Peer)
+	case e.Via == Stream:
+		return netip.AddrFrom16([16]byte{0xff, 0x0e, 12: byte(e.Stream >> 24), 13: byte(e.Stream >> 16), 14: byte(e.Stream >> 8), 15: byte(e.Stream)})
+	}
+	return e.Addr.Addr()
+}
+
 // UDPEndpoint is a direct endpoint on the shared socket.
 func UDPEndpoint(ap netip.AddrPort) Endpoint { return Endpoint{Addr: ap} }
 

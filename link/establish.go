@@ -3,7 +3,6 @@ package link
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"slices"
 	"time"
 
@@ -106,8 +105,8 @@ func (m *Manager) handleInit(from Endpoint, h wire.HandshakeHeader, body []byte,
 	// (past the limits, within the limit for proven addresses).
 	proven := func() bool { return cookie != nil && m.cookies.valid(cookie, from, now) }
 	switch {
-	case !m.limiter.Allow(rateKey(from), now):
-		if !proven() || !m.provenLimiter.Allow(rateKey(from), now) {
+	case !m.limiter.Allow(from.Source(), now):
+		if !proven() || !m.provenLimiter.Allow(from.Source(), now) {
 			m.stats.HandshakeRateLimited.Add(1)
 			m.sendCookie(from, h, now)
 			return
@@ -246,20 +245,6 @@ func (m *Manager) fail(p *pending, err error, now time.Time) {
 	if p.rekeyOf != nil {
 		p.rekeyOf.rekey = nil
 	}
-}
-
-// rateKey is what handshake rate limits count by: the source address, for
-// relayed handshakes the originating node, and for a WebSocket or TCP
-// stream, which has no address, the stream, as a multicast address no
-// datagram comes from (otherwise every stream would share one limit).
-func rateKey(from Endpoint) netip.Addr {
-	switch {
-	case from.IsRelay():
-		return netip.AddrFrom16(from.Peer)
-	case from.Via == Stream:
-		return netip.AddrFrom16([16]byte{0xff, 0x0e, 12: byte(from.Stream >> 24), 13: byte(from.Stream >> 16), 14: byte(from.Stream >> 8), 15: byte(from.Stream)})
-	}
-	return from.Addr.Addr()
 }
 
 // install attaches a new session to the peer's link, creating the link.

@@ -8,7 +8,7 @@ import (
 	"burrow/link"
 )
 
-// sourceGate bounds, per source address, the datagrams without a session
+// sourceGate bounds, per source, the datagrams without a session
 // (handshakes, STUN, anything not a transport datagram) that the data path
 // hands to the core. The core rate-limits that work itself, but only after
 // each datagram was copied, queued and dispatched to it, and past its
@@ -59,14 +59,11 @@ func (g *sourceGate) allow(from link.Endpoint, now int64) bool {
 	}
 }
 
-// slotOf is the slot of a source: its address, or for a WebSocket or TCP
-// stream, which has none, the stream (one connection, one source).
+// slotOf is the slot of from's source (link.Endpoint.Source: an address,
+// or for a stream the stream).
 func (g *sourceGate) slotOf(from link.Endpoint) int {
-	a := from.Addr.Addr().As16()
+	a := from.Source().As16()
 	hi, lo := binary.BigEndian.Uint64(a[:8]), binary.BigEndian.Uint64(a[8:])
-	if from.Via == link.Stream {
-		hi, lo = 1<<63, uint64(from.Stream)
-	}
 	h1, l1 := bits.Mul64(hi^g.key[0], 0x9e3779b97f4a7c15)
 	h2, l2 := bits.Mul64(lo^g.key[1], 0xc2b2ae3d27d4eb4f)
 	return int((h1 ^ l1 ^ h2 ^ l2) % gateSlots)
