@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,9 +21,8 @@ import (
 	"burrow/nat"
 	"burrow/netlab"
 	"burrow/netlab/cluster"
+	"burrow/runtime/udpio"
 	"burrow/wire"
-
-	"golang.org/x/net/ipv4"
 )
 
 // udpPayloads extracts the UDP payloads to port from a pcap file of
@@ -258,12 +258,12 @@ func TestBeaconKeepsServingUnderAFlood(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := inside(attacker, func() (*net.UDPConn, error) { return net.ListenUDP("udp4", &net.UDPAddr{}) })
+	conn, err := inside(attacker, func() (*udpio.Conn, error) { return udpio.Listen(netip.AddrPortFrom(attacker.Addr, 0)) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	target := net.UDPAddrFromAddrPort(n.beacon.Endpoint())
+	target := n.beacon.Endpoint()
 	stop := make(chan struct{})
 	var sent atomic.Int64
 	go func() {
@@ -272,15 +272,14 @@ func TestBeaconKeepsServingUnderAFlood(t *testing.T) {
 		_, init, _ := link.StartHandshake(cfg)
 		initDgram := wire.AppendHandshake(nil, wire.HandshakeHeader{Type: wire.TypeHandshakeInit, Sender: 1}, init)
 		// Sent 64 at a time, as fast as the sender's core allows.
-		batch := make([]ipv4.Message, 64)
+		batch := make([]udpio.Message, 64)
 		for i := range batch {
 			b := initDgram
 			if i%3 == 2 {
 				b = make([]byte, 200)
 			}
-			batch[i] = ipv4.Message{Buffers: [][]byte{b}, Addr: target}
+			batch[i] = udpio.Message{Buf: b, Addr: target}
 		}
-		pc := ipv4.NewPacketConn(conn)
 		for round := 0; ; round++ {
 			select {
 			case <-stop:
@@ -290,16 +289,16 @@ func TestBeaconKeepsServingUnderAFlood(t *testing.T) {
 			for i := range batch {
 				switch i % 3 {
 				case 0:
-					batch[i].Buffers[0] = nat.BindingRequest(nat.TxID{byte(i), byte(round), byte(round >> 8)})
+					batch[i].Buf = nat.BindingRequest(nat.TxID{byte(i), byte(round), byte(round >> 8)})
 				case 2:
-					b := batch[i].Buffers[0]
+					b := batch[i].Buf
 					for j := range b {
 						b[j] = byte(rng.Uint32())
 					}
 					b[0] = byte(wire.TypeTransport)
 				}
 			}
-			if n, err := pc.WriteBatch(batch, 0); err == nil {
+			if n, err := conn.WriteBatch(batch); err == nil {
 				sent.Add(int64(n))
 			}
 		}
