@@ -35,6 +35,7 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell)
 	w := d.newWorker(nil)
 	dp := d.node.Dataplane()
 	p := q.Get()
+	var turn pinned.Yielder
 	for {
 		n, err := tq.TryRead(p.Buf)
 		if err != nil {
@@ -44,6 +45,7 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell)
 			return
 		}
 		now := time.Now().UnixNano()
+		turn.Tick(now)
 		if n == 0 {
 			w.Tx.Flush()
 			budget.Idle(now)
@@ -78,8 +80,10 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, bell *pinned.Doorbell) {
 	w := d.newWorker(nil)
 	dp := d.node.Dataplane()
 	unsent := 0
+	var turn pinned.Yielder
 	for {
 		now := time.Now().UnixNano()
+		turn.Tick(now)
 		p := q.Next(time.Duration(now))
 		if p == nil {
 			if unsent > 0 {
@@ -204,6 +208,7 @@ func (d *Daemon) runSocketReader() {
 	}
 	waiting := 0 // msgs[:waiting] are read and not yet handled
 	sinceFlush := 0
+	var turn pinned.Yielder
 	for {
 		var n int
 		var err error
@@ -217,6 +222,7 @@ func (d *Daemon) runSocketReader() {
 			return
 		}
 		now := time.Now().UnixNano()
+		turn.Tick(now)
 		if waiting += n; waiting == 0 {
 			budget.Idle(now)
 			if stopped, err := d.stop.Wait(d.conn.Fd()); stopped || err != nil {

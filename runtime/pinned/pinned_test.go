@@ -240,3 +240,25 @@ func TestBudgetDemotesALoopBusyBeyondItsShare(t *testing.T) {
 		}
 	}
 }
+
+func TestYielderGivesUpItsTurnOncePerPeriod(t *testing.T) {
+	start := int64(time.Hour)
+	steps := []struct {
+		at      time.Duration
+		yielded bool
+	}{
+		{0, true}, // a loop's first turn is long past
+		{time.Millisecond, false},
+		{YieldEvery - 1, false},
+		{YieldEvery, true},
+		{YieldEvery + time.Millisecond, false},
+		{3 * YieldEvery, true}, // a long wait counts from the last turn given up
+		{4*YieldEvery - 1, false},
+	}
+	var y Yielder
+	for _, s := range steps {
+		if got := y.Tick(start + int64(s.at)); got != s.yielded {
+			t.Errorf("Tick at %v yielded %v, want %v", s.at, got, s.yielded)
+		}
+	}
+}
