@@ -114,13 +114,20 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, bell *pinned.Doorbell) {
 const tapFlushEvery = 4
 
 // TAP fair queue sizes: buffers for a burst of small frames while the
-// worker is held up (the kernel's ring held a thousand), bytes for a few
-// milliseconds of a bulk stream at the rates one core encrypts, and flows
-// enough that a bulk stream rarely shares a queue with anything else. The
-// buffers take memory only once used, most recently freed first.
+// worker is held up (the kernel's ring held a thousand), bytes for some
+// 7 ms of a bulk stream at the rates one core encrypts, and flows enough
+// that a bulk stream rarely shares a queue with anything else. The bytes
+// are more than CoDel lets a stream keep (1 ms for 10 ms): with 1 MiB a
+// stream reached the limit first, and each frame read while full dropped
+// a 64 KiB frame, 46 segments, until its sender slowed down; 250,000
+// segments retransmitted in a 10 s stream, against 7,000–8,000 with 4 MiB
+// and 8–10 % more throughput, for 3–4 MiB more resident memory
+// (docs/benchmarks.md). Other flows have queues of their own and do not
+// wait behind it. The buffers take memory only once used, most recently
+// freed first.
 const (
 	tapQueueBuffers = 512
-	tapQueueBytes   = 1 << 20
+	tapQueueBytes   = 4 << 20
 	tapQueueFlows   = 64
 )
 
