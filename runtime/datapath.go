@@ -119,9 +119,9 @@ const tapFlushEvery = 4
 // that a bulk stream rarely shares a queue with anything else. The bytes
 // are more than CoDel lets a stream keep (1 ms for 10 ms): with 1 MiB a
 // stream reached the limit first, and each frame read while full dropped
-// a 64 KiB frame, 46 segments, until its sender slowed down; 250,000
-// segments retransmitted in a 10 s stream, against 7,000–8,000 with 4 MiB
-// and 8–10 % more throughput, for 3–4 MiB more resident memory
+// a 64 KiB frame, 46 segments, until its sender slowed down: 265,000–
+// 301,000 segments retransmitted in a 10 s stream, against 7,000–8,000
+// with 4 MiB and 7–10 % more throughput, for 3–5 MiB more resident memory
 // (docs/benchmarks.md). Other flows have queues of their own and do not
 // wait behind it. The buffers take memory only once used, most recently
 // freed first.

@@ -53,8 +53,8 @@ func Pin(priority int) error {
 // on one turn of the scheduler, as a pinned loop always has: it signals
 // the thread, takes the processor away in each system call, hands it to
 // another thread and, having found work each time, wakes again every
-// 20 µs for good. On the two cores of this machine's virtual machine that
-// monitor alone took 7 % of the daemons' CPU samples under a bulk stream
+// 20 µs for good. On a two-core virtual machine that monitor alone took
+// 7 % of the daemons' CPU samples under a bulk stream
 // (docs/benchmarks.md); a turn given up every few milliseconds costs two
 // thread switches.
 type Yielder struct {

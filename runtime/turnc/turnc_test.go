@@ -109,7 +109,7 @@ type node struct {
 	count      atomic.Uint64 // datagrams received, also when the inbox is full
 	bytes      atomic.Uint64
 	readerDone chan struct{}
-	// countOnly has keep count datagrams without holding copies: while a
+	// countOnly makes keep count datagrams without holding copies: while a
 	// test counts the allocations of a send, the receiving reader, which
 	// runs meanwhile, must make none of its own.
 	countOnly atomic.Bool
