@@ -48,6 +48,26 @@ type Progress struct {
 	Events  uint64
 	Nodes   int // nodes up
 	Queue   int // events waiting
+	sim     *Sim
+}
+
+// ControlMessages sums the overlay control messages the running nodes'
+// cores sent and passed on toward their destinations since they started.
+// Passed on per sent tells how far routed messages travel: while long
+// links are missing, a message routed across the ring crosses many nodes.
+// It reads every node, so a caller reporting progress asks only when it
+// prints.
+func (p Progress) ControlMessages() (sent, forwarded uint64) {
+	if p.sim == nil {
+		return 0, 0
+	}
+	for _, n := range p.sim.nodes {
+		if n.up {
+			s, f := n.core.ControlMessages()
+			sent, forwarded = sent+s, forwarded+f
+		}
+	}
+	return sent, forwarded
 }
 
 // Sim is one simulation. It is not safe for concurrent use.
@@ -205,7 +225,7 @@ func (s *Sim) RunUntil(t time.Duration) {
 			e.fn()
 		}
 		if s.cfg.Progress != nil && s.events%s.cfg.ProgressEvery == 0 {
-			s.cfg.Progress(Progress{Elapsed: s.Elapsed(), Events: s.events, Nodes: s.UpCount(), Queue: s.q.len()})
+			s.cfg.Progress(Progress{Elapsed: s.Elapsed(), Events: s.events, Nodes: s.UpCount(), Queue: s.q.len(), sim: s})
 		}
 	}
 	if end > s.now {

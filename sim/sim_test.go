@@ -263,3 +263,42 @@ func TestTrafficBetweenReadingsIsNeverNegative(t *testing.T) {
 		t.Fatalf("windows sum to %+v, the whole run counted %+v", sum, before.Sub(start))
 	}
 }
+
+// A long run's progress counts the control messages the cores sent and
+// passed on: a ring that forms routes its requests across nodes, so some
+// are passed on, and the counts only grow while no core restarts.
+func TestProgressCountsControlMessages(t *testing.T) {
+	var reports []Progress
+	sm := New(Config{Seed: 3, ProgressEvery: 512, Progress: func(p Progress) { reports = append(reports, p) }})
+	nodes := make([]*Node, 24)
+	for i := range nodes {
+		nodes[i] = sm.AddNode(NodeConfig{Params: overlay.Params{Successors: 2, LongDistance: 2}})
+	}
+	sm.ColdStart(nodes, time.Second)
+	sm.RunFor(20 * time.Second)
+	if len(reports) < 2 {
+		t.Fatalf("%d progress reports, want several", len(reports))
+	}
+	var lastSent, lastForwarded uint64
+	for _, p := range reports {
+		sent, forwarded := p.ControlMessages()
+		if sent < lastSent || forwarded < lastForwarded {
+			t.Fatalf("counts fell from %d/%d to %d/%d", lastSent, lastForwarded, sent, forwarded)
+		}
+		lastSent, lastForwarded = sent, forwarded
+	}
+	var wantSent, wantForwarded uint64
+	for _, n := range nodes {
+		s, f := n.Core().ControlMessages()
+		wantSent, wantForwarded = wantSent+s, wantForwarded+f
+	}
+	if got, _ := (Progress{sim: sm}).ControlMessages(); got != wantSent {
+		t.Fatalf("progress counts %d sent, the cores %d", got, wantSent)
+	}
+	if lastSent == 0 || wantForwarded == 0 {
+		t.Fatalf("a forming ring of 24 sent %d and passed on %d control messages; want both above zero", wantSent, wantForwarded)
+	}
+	if s, f := (Progress{}).ControlMessages(); s != 0 || f != 0 {
+		t.Fatalf("a report of no simulation counts %d/%d", s, f)
+	}
+}

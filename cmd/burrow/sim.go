@@ -169,12 +169,12 @@ func writeHeapProfile(path string) {
 // each time, so the last one shows a simulation still alive.
 func progressPrinter(w io.Writer, heapProfile string) func(string, int, sim.Progress) {
 	var lastWall time.Time
-	var lastEvents uint64
+	var lastEvents, lastSent, lastForwarded uint64
 	started := time.Now()
 	return func(name string, n int, p sim.Progress) {
 		now := time.Now()
 		if p.Events < lastEvents {
-			lastEvents = 0 // a new simulation
+			lastEvents, lastSent, lastForwarded = 0, 0, 0 // a new simulation
 		}
 		if now.Sub(lastWall) < 5*time.Second {
 			return
@@ -183,9 +183,15 @@ func progressPrinter(w io.Writer, heapProfile string) func(string, int, sim.Prog
 		if !lastWall.IsZero() {
 			rate = float64(p.Events-lastEvents) / now.Sub(lastWall).Seconds()
 		}
-		fmt.Fprintf(w, "  %s n=%d: virtual %v, %d events (%.0f/s), %d nodes up, %d queued, wall %v\n",
-			name, n, p.Elapsed.Round(time.Second), p.Events, rate, p.Nodes, p.Queue, now.Sub(started).Round(time.Second))
-		lastWall, lastEvents = now, p.Events
+		sent, forwarded := p.ControlMessages()
+		if sent < lastSent || forwarded < lastForwarded {
+			lastSent, lastForwarded = 0, 0 // restarted cores count from zero
+		}
+		newSent, newForwarded := sent-lastSent, forwarded-lastForwarded
+		fmt.Fprintf(w, "  %s n=%d: virtual %v, %d events (%.0f/s), %d nodes up, %d queued, control %d sent and %d passed on (%.1f per message), wall %v\n",
+			name, n, p.Elapsed.Round(time.Second), p.Events, rate, p.Nodes, p.Queue,
+			newSent, newForwarded, float64(newForwarded)/float64(max(newSent, 1)), now.Sub(started).Round(time.Second))
+		lastWall, lastEvents, lastSent, lastForwarded = now, p.Events, sent, forwarded
 		if heapProfile != "" {
 			writeHeapProfile(heapProfile)
 		}
