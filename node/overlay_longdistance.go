@@ -86,6 +86,10 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 			s.retry = now.Add(wait + o.jitter(wait))
 			return
 		}
+		s.reaim = time.Time{}
+		if answeredShort(n.self, m.Origin, req.target, o.ring.EstimateSize()) {
+			s.reaim = now.Add(reaimAfter)
+		}
 		s.peer, s.refusals = m.Origin, 0
 		s.size, s.aimedOn = o.ring.EstimateSize(), o.ring.KnownSuccessors()
 	}
@@ -97,6 +101,16 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 		ps.info = m.From
 		n.dialPeer(ps, now)
 	}
+}
+
+// answeredShort reports whether self's long-distance request for target
+// was answered far short of it, in a ring of about size nodes: by a node
+// before it, more than halfway and more than controlTTL nodes away from
+// it, as where a request runs out of hops. The node a request ends at in
+// a formed ring is the target's predecessor, a node gap or so short.
+func answeredShort(self, by, target nid.ID, size float64) bool {
+	left := by.Distance(target).Fraction()
+	return nid.InOpen(by, self, target) && left > self.Distance(target).Fraction()/2 && left*size > controlTTL
 }
 
 func (n *Node) isSuccessor(id nid.ID) bool {
@@ -131,6 +145,9 @@ func (n *Node) tickLongDistance(now time.Time) {
 		return // the size estimate, and so the targets, mean little before
 	}
 	for _, s := range o.ld {
+		if s.peer != (nid.ID{}) && !s.reaim.IsZero() && !now.Before(s.reaim) {
+			s.peer, s.retry, s.reaim = nid.ID{}, now, time.Time{}
+		}
 		if s.peer != (nid.ID{}) {
 			switch r := size / s.size; {
 			case r >= 0.5 && r <= 2:
@@ -154,7 +171,7 @@ func (n *Node) tickLongDistance(now time.Time) {
 			continue
 		}
 		s.request, s.asked = o.rng.Uint64()|1, now
-		o.requests[s.request] = pendingRequest{slot: s, expires: now.Add(requestTimeout)}
+		o.requests[s.request] = pendingRequest{slot: s, target: target, expires: now.Add(requestTimeout)}
 		n.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: target, Origin: n.self,
 			Via: n.via(), ID: s.request, Reasons: overlay.ReasonLongDistance, From: n.selfInfo()}, now)
 	}
@@ -227,6 +244,9 @@ func (n *Node) longDistanceDeadline(now time.Time) time.Time {
 	for _, s := range o.ld {
 		switch {
 		case s.peer != (nid.ID{}):
+			if !s.reaim.IsZero() {
+				earlier(s.reaim)
+			}
 			if r := size / s.size; n.carryOverNow(s, r, now) || r < 0.5 && s.offSince.IsZero() {
 				return now
 			}

@@ -86,6 +86,12 @@ func (n *Node) route(m *overlay.Message, from *link.Link, now time.Time) {
 		n.deliver(m, from, now)
 		return
 	}
+	if m.Type == overlay.LinkRequest && !m.Exact && m.TTL <= 1 {
+		// A long-distance request that would be dropped here, its hops
+		// spent, is answered here instead: see ldSlot.reaim.
+		n.deliver(m, from, now)
+		return
+	}
 	if m.Type == overlay.FindSuccessor && from != nil && from.Peer.ID == m.Origin {
 		// The joiner's first contact answers too, from all it knows: while
 		// a ring forms, the contact everyone joins through knows more than

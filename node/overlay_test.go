@@ -613,3 +613,87 @@ func TestARefusedSlotAsksAgainWithinASecond(t *testing.T) {
 		t.Fatalf("%d refusals counted, want 12", s.refusals)
 	}
 }
+
+// A long-distance request whose hops run out is answered by the node it
+// reached, not dropped: while a ring forms, requests routed over
+// successor links ran out of hops and were asked again 5 s later, over
+// and over.
+func TestLongDistanceRequestOutOfHopsIsAnsweredWhereItEnds(t *testing.T) {
+	w := newOverlayNet(t, 14, 12, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	live := w.live()
+	end := live[3]
+	target := live[9].node.Self().Add(nid.FromFraction(-1e-9))
+	if end.node.upLink(target) != nil || overlay.NextHop(end.node.Self(), end.node.routingCandidates(&overlay.Message{}), target) == end.node.Self() {
+		t.Fatal("the request would not be passed on from the node it reaches")
+	}
+	ask := func(exact bool) (answered, passedOn uint64) {
+		repliesBefore, forwardedBefore := end.node.ov.sent[overlay.LinkReply], end.node.ov.forwarded[overlay.LinkRequest]
+		end.node.route(&overlay.Message{Type: overlay.LinkRequest, Dest: target, Exact: exact, TTL: 1, Origin: live[0].node.Self(),
+			ID: 7, Reasons: overlay.ReasonLongDistance, From: live[0].node.selfInfo()}, nil, w.now)
+		return end.node.ov.sent[overlay.LinkReply] - repliesBefore, end.node.ov.forwarded[overlay.LinkRequest] - forwardedBefore
+	}
+	if answered, passedOn := ask(false); answered != 1 || passedOn != 0 {
+		t.Fatalf("a request out of hops got %d answers and was passed on %d times, want 1 answer", answered, passedOn)
+	}
+	// A request for one node (on demand) is for that node only.
+	if answered, _ := ask(true); answered != 0 {
+		t.Fatalf("an exact request out of hops was answered %d times by another node", answered)
+	}
+}
+
+// A link answered far short of its target, as where a request ran out of
+// hops, is to be aimed again later; one answered by the target's
+// neighbourhood, or in a ring too small for a request to run out of hops,
+// is not.
+func TestWhichAnswersAreFarShortOfTheTarget(t *testing.T) {
+	self := nid.FromFraction(0.1)
+	target := nid.FromFraction(0.6)
+	for _, c := range []struct {
+		by    float64
+		size  float64
+		short bool
+	}{
+		{0.1 + 64.0/20000, 20000, true}, // 64 nodes on, of 10,000 to go
+		{0.6 - 1.0/20000, 20000, false}, // the target's predecessor
+		{0.4, 20000, false},             // less than halfway to go
+		{0.6 + 1.0/20000, 20000, false}, // after the target (passed on)
+		{0.15, 100, false},              // far short, but fewer nodes than a request's hops
+	} {
+		if got := answeredShort(self, nid.FromFraction(c.by), target, c.size); got != c.short {
+			t.Errorf("answered at %.5f of the ring for a target at 0.6, %v nodes: short %v, want %v", c.by, c.size, got, c.short)
+		}
+	}
+}
+
+// A slot whose link was answered far short asks again once its time to
+// aim again comes, and keeps its link until then.
+func TestAShortLinkIsAskedForAgainWhenDue(t *testing.T) {
+	w := newOverlayNet(t, 15, 12, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	var x *testNode
+	var slot *ldSlot
+	for _, c := range w.live() {
+		for _, s := range c.node.ov.ld {
+			if s.peer != (nid.ID{}) {
+				x, slot = c, s
+			}
+		}
+	}
+	if slot == nil {
+		t.Fatal("no node has a long-distance link")
+	}
+	slot.reaim = w.now.Add(10 * time.Second)
+	asked := x.node.ov.sent[overlay.LinkRequest]
+	w.advance(9*time.Second, 100*time.Millisecond)
+	if x.node.ov.sent[overlay.LinkRequest] != asked {
+		t.Fatal("the slot asked again before its time")
+	}
+	w.advance(2*time.Second, 100*time.Millisecond)
+	if x.node.ov.sent[overlay.LinkRequest] == asked {
+		t.Fatal("the slot did not ask again when its time came")
+	}
+	if !slot.reaim.IsZero() && slot.peer != (nid.ID{}) && w.now.After(slot.reaim) {
+		t.Fatal("the slot's time to aim again stayed in the past")
+	}
+}
