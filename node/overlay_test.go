@@ -684,10 +684,13 @@ func TestAShortLinkIsAskedForAgainWhenDue(t *testing.T) {
 		t.Fatal("no node has a long-distance link")
 	}
 	slot.reaim = w.now.Add(10 * time.Second)
-	asked := x.node.ov.sent[overlay.LinkRequest]
+	asked, peer := x.node.ov.sent[overlay.LinkRequest], slot.peer
 	w.advance(9*time.Second, 100*time.Millisecond)
 	if x.node.ov.sent[overlay.LinkRequest] != asked {
 		t.Fatal("the slot asked again before its time")
+	}
+	if slot.peer != peer || x.node.upLink(peer) == nil {
+		t.Fatal("the slot lost its link before its time to aim again")
 	}
 	w.advance(2*time.Second, 100*time.Millisecond)
 	if x.node.ov.sent[overlay.LinkRequest] == asked {
