@@ -77,7 +77,11 @@ func (n *Node) route(m *overlay.Message, from *link.Link, now time.Time) {
 			return
 		}
 	}
-	next := overlay.NextHop(n.self, n.routingCandidates(m), key)
+	hop := overlay.NextHop
+	if m.Exact {
+		hop = overlay.NextHopTo // for one node only: either way round
+	}
+	next := hop(n.self, n.routingCandidates(m), key)
 	if next == n.self {
 		if m.Exact {
 			n.stats.drop(DropNoRoute)

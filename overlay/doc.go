@@ -6,7 +6,8 @@
 //     find their place on the ring, keep it consistent and ask for links;
 //   - Ring: a node's view of its successors and predecessor, and the
 //     network-size estimate derived from their spacing;
-//   - NextHop: greedy routing of control messages by node ID;
+//   - NextHop, NextHopTo: greedy routing of control messages by node ID,
+//     clockwise toward a key, or either way round toward one node;
 //   - Builder: the desired links — s successors and k long-distance links
 //     drawn from Symphony's harmonic distribution (eq. 1) with the
 //     too-close rule (eq. 2).

@@ -268,6 +268,75 @@ func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
 	})
 }
 
+func TestNextHopToReachesTheNodeTheShortWayRound(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))
+		for i := range ids {
+			ids[i] = genID(t, "id")
+		}
+		slices.SortFunc(ids, nid.ID.Compare)
+		ids = slices.Compact(ids)
+		if len(ids) < 2 {
+			return
+		}
+		adj := map[nid.ID][]nid.ID{}
+		for i, id := range ids {
+			next := ids[(i+1)%len(ids)]
+			adj[id] = append(adj[id], next)
+			adj[next] = append(adj[next], id)
+		}
+		for range rapid.IntRange(0, 2*len(ids)).Draw(t, "chords") {
+			a, b := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "a")], ids[rapid.IntRange(0, len(ids)-1).Draw(t, "b")]
+			if a != b {
+				adj[a], adj[b] = append(adj[a], b), append(adj[b], a)
+			}
+		}
+		dest := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "dest")]
+		at := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "start")]
+		for hops := 0; at != dest; hops++ {
+			if hops >= len(ids) {
+				t.Fatal("routing to a node did not reach it")
+			}
+			next := NextHopTo(at, adj[at], dest)
+			if next.Gap(dest).Compare(at.Gap(dest)) >= 0 {
+				t.Fatalf("a hop from %v to %v made no progress toward %v", at, next, dest)
+			}
+			at = next
+		}
+	})
+}
+
+func TestAnAnswerTwoNodesBackTakesTwoHops(t *testing.T) {
+	const n = 32
+	ids := make([]nid.ID, n)
+	adj := map[nid.ID][]nid.ID{}
+	for i := range ids {
+		ids[i] = nid.FromUint128(uint64(i+1)<<56, 0)
+	}
+	for i, id := range ids {
+		next := ids[(i+1)%n]
+		adj[id] = append(adj[id], next)
+		adj[next] = append(adj[next], id)
+	}
+	hops := func(route func(nid.ID, []nid.ID, nid.ID) nid.ID, from, to nid.ID) int {
+		count := 0
+		for at := from; at != to; count++ {
+			if count > n {
+				t.Fatal("no route")
+			}
+			at = route(at, adj[at], to)
+		}
+		return count
+	}
+	from, to := ids[5], ids[3]
+	if got := hops(NextHopTo, from, to); got != 2 {
+		t.Errorf("NextHopTo took %d hops two nodes back, want 2", got)
+	}
+	if got := hops(NextHop, from, to); got != n-2 {
+		t.Errorf("NextHop took %d hops two nodes back, want %d: the long way round", got, n-2)
+	}
+}
+
 func TestLongDistanceDrawsFollowTheHarmonicDistribution(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 1024.0

@@ -16,3 +16,20 @@ func NextHop(self nid.ID, candidates []nid.ID, dest nid.ID) nid.ID {
 	}
 	return best
 }
+
+// NextHopTo picks where a message meant for the node dest alone goes from
+// self: the candidate nearest dest the short way round the ring, in
+// either direction, as links carry messages both ways. It returns self
+// when no candidate is nearer. Clockwise routing would send an answer the
+// long way round (the rest of the ring, after a request that came a part
+// of it), and while a ring forms, with few long links, that is node by
+// node until the hops run out.
+func NextHopTo(self nid.ID, candidates []nid.ID, dest nid.ID) nid.ID {
+	best, bestGap := self, self.Gap(dest)
+	for _, c := range candidates {
+		if g := c.Gap(dest); g.Compare(bestGap) < 0 {
+			best, bestGap = c, g
+		}
+	}
+	return best
+}
