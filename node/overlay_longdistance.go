@@ -88,7 +88,7 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 		}
 		s.reaim = time.Time{}
 		if answeredShort(n.self, m.Origin, req.target, o.ring.EstimateSize()) {
-			s.reaim = now.Add(reaimAfter)
+			s.reaim = now.Add(reaimShortAfter)
 		}
 		s.peer, s.refusals = m.Origin, 0
 		s.size, s.aimedOn = o.ring.EstimateSize(), o.ring.KnownSuccessors()

@@ -614,6 +614,34 @@ func TestARefusedSlotAsksAgainWithinASecond(t *testing.T) {
 	}
 }
 
+// A message for one node goes to it the short way round: an answer to a
+// node just behind the one answering went the rest of the way round the
+// ring, node by node while the ring had no long links.
+func TestAnAnswerGoesTheShortWayRound(t *testing.T) {
+	w := newOverlayNet(t, 16, 13, overlay.Params{Successors: 1})
+	w.settle(t, 60*time.Second)
+	live := w.live()
+	from, to := live[8].node, live[5].node
+	if from.upLink(to.Self()) != nil {
+		t.Fatal("the answering node has a link to the asker")
+	}
+	passedOn := func() (sum uint64) {
+		for _, c := range live {
+			sum += c.node.ov.forwarded[overlay.Pong]
+		}
+		return sum
+	}
+	before, receivedBefore := passedOn(), to.ov.received[overlay.Pong]
+	from.originate(&overlay.Message{Type: overlay.Pong, Dest: to.Self(), Origin: from.Self(), Exact: true, ID: 99}, w.now)
+	w.advance(time.Second, 10*time.Millisecond)
+	if to.ov.received[overlay.Pong] != receivedBefore+1 {
+		t.Fatal("the answer did not arrive")
+	}
+	if hops := passedOn() - before; hops != 3 {
+		t.Fatalf("the answer crossed %d links to a node 3 back on a ring of 16, want 3", hops)
+	}
+}
+
 // A long-distance request whose hops run out is answered by the node it
 // reached, not dropped: while a ring forms, requests routed over
 // successor links ran out of hops and were asked again 5 s later, over
