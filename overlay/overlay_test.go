@@ -220,29 +220,38 @@ func TestPruneDropsWhatTheSuccessorDoesNotKnow(t *testing.T) {
 	}
 }
 
+// genLinkedRing draws up to 60 distinct sorted node IDs, each linked both
+// ways to the next round the ring, plus random chords.
+func genLinkedRing(t *rapid.T) ([]nid.ID, map[nid.ID][]nid.ID) {
+	ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))
+	for i := range ids {
+		ids[i] = genID(t, "id")
+	}
+	slices.SortFunc(ids, nid.ID.Compare)
+	ids = slices.Compact(ids)
+	adj := map[nid.ID][]nid.ID{}
+	if len(ids) < 2 {
+		return ids, adj
+	}
+	for i, id := range ids {
+		next := ids[(i+1)%len(ids)]
+		adj[id] = append(adj[id], next)
+		adj[next] = append(adj[next], id)
+	}
+	for range rapid.IntRange(0, 2*len(ids)).Draw(t, "chords") {
+		a, b := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "a")], ids[rapid.IntRange(0, len(ids)-1).Draw(t, "b")]
+		if a != b {
+			adj[a], adj[b] = append(adj[a], b), append(adj[b], a)
+		}
+	}
+	return ids, adj
+}
+
 func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))
-		for i := range ids {
-			ids[i] = genID(t, "id")
-		}
-		slices.SortFunc(ids, nid.ID.Compare)
-		ids = slices.Compact(ids)
+		ids, adj := genLinkedRing(t)
 		if len(ids) < 2 {
 			return
-		}
-		// Ring links plus random chords.
-		adj := map[nid.ID][]nid.ID{}
-		for i, id := range ids {
-			next := ids[(i+1)%len(ids)]
-			adj[id] = append(adj[id], next)
-			adj[next] = append(adj[next], id)
-		}
-		for range rapid.IntRange(0, 2*len(ids)).Draw(t, "chords") {
-			a, b := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "a")], ids[rapid.IntRange(0, len(ids)-1).Draw(t, "b")]
-			if a != b {
-				adj[a], adj[b] = append(adj[a], b), append(adj[b], a)
-			}
 		}
 		dest := genID(t, "dest")
 		at := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "start")]
@@ -270,26 +279,9 @@ func TestNextHopNeverOvershootsAndReachesThePredecessor(t *testing.T) {
 
 func TestNextHopToReachesTheNodeTheShortWayRound(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		ids := make([]nid.ID, rapid.IntRange(2, 60).Draw(t, "n"))
-		for i := range ids {
-			ids[i] = genID(t, "id")
-		}
-		slices.SortFunc(ids, nid.ID.Compare)
-		ids = slices.Compact(ids)
+		ids, adj := genLinkedRing(t)
 		if len(ids) < 2 {
 			return
-		}
-		adj := map[nid.ID][]nid.ID{}
-		for i, id := range ids {
-			next := ids[(i+1)%len(ids)]
-			adj[id] = append(adj[id], next)
-			adj[next] = append(adj[next], id)
-		}
-		for range rapid.IntRange(0, 2*len(ids)).Draw(t, "chords") {
-			a, b := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "a")], ids[rapid.IntRange(0, len(ids)-1).Draw(t, "b")]
-			if a != b {
-				adj[a], adj[b] = append(adj[a], b), append(adj[b], a)
-			}
 		}
 		dest := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "dest")]
 		at := ids[rapid.IntRange(0, len(ids)-1).Draw(t, "start")]

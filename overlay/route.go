@@ -8,13 +8,7 @@ import "burrow/nid"
 // does better, meaning self is the closest node preceding dest (or dest
 // itself) among those it knows.
 func NextHop(self nid.ID, candidates []nid.ID, dest nid.ID) nid.ID {
-	best, bestDist := self, self.Distance(dest)
-	for _, c := range candidates {
-		if d := c.Distance(dest); d.Compare(bestDist) < 0 {
-			best, bestDist = c, d
-		}
-	}
-	return best
+	return nearest(self, candidates, dest, nid.ID.Distance)
 }
 
 // NextHopTo picks where a message meant for the node dest alone goes from
@@ -25,10 +19,15 @@ func NextHop(self nid.ID, candidates []nid.ID, dest nid.ID) nid.ID {
 // of it), and while a ring forms, with few long links, that is node by
 // node until the hops run out.
 func NextHopTo(self nid.ID, candidates []nid.ID, dest nid.ID) nid.ID {
-	best, bestGap := self, self.Gap(dest)
+	return nearest(self, candidates, dest, nid.ID.Gap)
+}
+
+// nearest is the candidate, or self, at the least distance to dest.
+func nearest(self nid.ID, candidates []nid.ID, dest nid.ID, distance func(from, to nid.ID) nid.ID) nid.ID {
+	best, bestDist := self, distance(self, dest)
 	for _, c := range candidates {
-		if g := c.Gap(dest); g.Compare(bestGap) < 0 {
-			best, bestGap = c, g
+		if d := distance(c, dest); d.Compare(bestDist) < 0 {
+			best, bestDist = c, d
 		}
 	}
 	return best
