@@ -78,7 +78,7 @@ const (
 	// is kept before it is aimed again (see ldSlot.reaim): long enough for
 	// the ring's long links to be up, so that the new request crosses
 	// them. At 20,000 nodes started at once, the long-distance requests
-	// had all but stopped 11 s after the start.
+	// had all but stopped by 11 s of virtual time.
 	reaimShortAfter = 10 * time.Second
 	// fastStabilize is the stabilization period while a node's
 	// neighbourhood is changing.
