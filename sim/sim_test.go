@@ -301,6 +301,9 @@ func TestProgressCountsControlMessages(t *testing.T) {
 	if last.sent > total.sent || last.forwarded > total.forwarded {
 		t.Fatalf("the last report counted %+v, more than the cores' %+v at the end", last, total)
 	}
+	if s, f := (Progress{sim: sm}).ControlMessages(); s != total.sent || f != total.forwarded {
+		t.Fatalf("a report now counts %d/%d, the cores %+v", s, f, total)
+	}
 	if s, f := (Progress{}).ControlMessages(); s != 0 || f != 0 {
 		t.Fatalf("a report of no simulation counts %d/%d", s, f)
 	}
