@@ -73,18 +73,6 @@ func (n *Node) handleLinkReply(m *overlay.Message, now time.Time) {
 		s := req.slot
 		s.request = 0
 		if !m.Accepted || m.Origin == n.self || n.isSuccessor(m.Origin) || n.usedByLongDistance(m.Origin) {
-			if answeredShort(n.self, m.Origin, req.target, o.ring.EstimateSize()) {
-				// The request ran out of hops where the ring's long
-				// links do not reach yet, and a new draw as far would
-				// too: it is asked again, for the same target, when a
-				// link answered short would be aimed again. In the
-				// first 6 s of a cold start of 100,000 nodes, a fifth
-				// of the requests were answered by a node the asker
-				// already had a long link to, and a sixth refused,
-				// each drawn anew and sent again within a second.
-				s.retry = now.Add(reaimShortAfter)
-				return
-			}
 			// Refused, or no shortcut: draw another target, soon after a
 			// first refusal, later after more, up to a second, so that a
 			// ring whose nodes are all full is not asked over and over.

@@ -614,46 +614,6 @@ func TestARefusedSlotAsksAgainWithinASecond(t *testing.T) {
 	}
 }
 
-// A request that ran out of hops far short of its target, and was refused
-// or answered by a node already linked, is asked again with the same
-// target when a link answered short would be aimed again, not drawn anew
-// and sent across the same stretch of ring within a second.
-func TestARequestAnsweredShortWaitsForTheRingsLongLinks(t *testing.T) {
-	w := newOverlayNet(t, 6, 7, overlay.Params{Successors: 2, LongDistance: 2})
-	w.settle(t, 60*time.Second)
-	n := w.live()[0].node
-	// Successors a millionth of the ring apart make the estimate a
-	// million nodes, where 64 hops reach a small part of the ring.
-	for i := range 8 {
-		n.ov.ring.Consider(overlay.Info{ID: n.Self().Add(nid.FromFraction(float64(i+1) * 1e-6))})
-	}
-	if size := n.ov.ring.EstimateSize(); size < 1e5 {
-		t.Fatalf("size estimate %.0f", size)
-	}
-	s, linked := n.ov.ld[0], n.ov.ld[1]
-	short := n.Self().Add(nid.FromFraction(0.1))
-	linked.peer = short
-	target := n.Self().Add(nid.FromFraction(0.5))
-	for _, c := range []struct {
-		name     string
-		accepted bool
-	}{
-		{"refused", false},
-		{"answered by a node already linked", true},
-	} {
-		s.peer, s.request = nid.ID{}, 77
-		draw, refusals := s.draw, s.refusals
-		n.ov.requests[77] = pendingRequest{slot: s, target: target, expires: w.now.Add(requestTimeout)}
-		n.handleLinkReply(&overlay.Message{Type: overlay.LinkReply, ID: 77, Origin: short, Accepted: c.accepted}, w.now)
-		if wait := s.retry.Sub(w.now); wait != reaimShortAfter {
-			t.Errorf("%s: the slot asks again in %v, want %v", c.name, wait, reaimShortAfter)
-		}
-		if s.draw != draw || s.refusals != refusals {
-			t.Errorf("%s: the slot was drawn anew or counted a refusal", c.name)
-		}
-	}
-}
-
 // A message for one node goes to it the short way round: an answer to a
 // node just behind the one answering went the rest of the way round the
 // ring, node by node while the ring had no long links.
