@@ -269,3 +269,21 @@ func TestE5GroupsAreQuarters(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlaysTooLargeToGrowAreColdStarted(t *testing.T) {
+	for _, c := range []struct {
+		asked bool
+		n     int
+		want  bool
+	}{
+		{false, failoverPaperN, false},
+		{false, staggeredUpTo, false},
+		{false, staggeredUpTo + 1, true},
+		{false, 10000, true},
+		{true, e9PaperN, true},
+	} {
+		if got := coldStarts(c.asked, c.n); got != c.want {
+			t.Errorf("coldStarts(%v, %d) = %v, want %v", c.asked, c.n, got, c.want)
+		}
+	}
+}
