@@ -315,7 +315,7 @@ const coldStartOver = 2 * time.Second
 // staggeredUpTo is the largest overlay grown one join at a time; larger
 // ones are cold-started. 10,000 joins 100 ms apart are 16 min 40 s of
 // virtual time before a scenario begins, which took 25 minutes of wall
-// time, and a cold start of as many nodes settles in about four.
+// time; a cold start of as many nodes settles in about four minutes.
 const staggeredUpTo = 2000
 
 // coldStarts tells whether an overlay whose first n nodes start together
@@ -338,9 +338,10 @@ func convergeLimit(n int) time.Duration {
 // build starts an overlay and runs it until it converges. The nodes start
 // one after the other, each joining through a random node already on the
 // ring, or all at once with a cold start, as every overlay beyond
-// staggeredUpTo nodes does. An inconsistent ring at the limit is recorded on r as a failure;
-// a consistent ring whose long-distance links are still being filled in is
-// noted, and the scenario measures the overlay as it is.
+// staggeredUpTo nodes does. An inconsistent ring at the limit is recorded
+// on r as a failure; a consistent ring whose long-distance links are
+// still being filled in is noted, and the scenario measures the overlay
+// as it is.
 func build(o Options, r *Result, name string, sp spec) *sim.Sim {
 	s := sim.New(sim.Config{Seed: o.Seed, Latency: sp.latency, Jitter: sp.jitter, Progress: progressOf(o, name, sp.n), ProgressEvery: 1 << 16})
 	nodes := make([]*sim.Node, sp.n)
