@@ -52,9 +52,16 @@ const (
 	announceRetry = time.Second
 	maxAsks       = 5
 	dialAttempts  = 3
-	controlTTL    = 64
-	rememberMax   = 32
-	deadMemory    = 30 * time.Second
+	// acceptHold is how long a node that accepted a link request keeps the
+	// asker's reasons while no link is up: longer than the asker's dial
+	// takes to give up (dialAttempts tries, about 7 s). An asker that aims
+	// its slot elsewhere meanwhile never says so; kept for good, its
+	// reasons held a place within the inbound limit, and a heal probe
+	// between the two minutes later came up as a long-distance link.
+	acceptHold  = 10 * time.Second
+	controlTTL  = 64
+	rememberMax = 32
+	deadMemory  = 30 * time.Second
 	// rememberedContacts is how many remembered nodes a restart contacts.
 	rememberedContacts = 3
 	// askerMemory is how long a node that asked for its place is told of
@@ -107,6 +114,7 @@ type peerState struct {
 	unwanted time.Time // when both sides stopped wanting the link
 	closing  bool      // closed on purpose, not a failure
 	spoke    time.Time // when the peer last spoke for itself (its From is its Origin)
+	accepted time.Time // when this node accepted the peer's link request
 	retireAt time.Time // when a retiring link is torn down
 }
 

@@ -95,6 +95,9 @@ func (n *Node) reconcile(now time.Time) {
 			l.AddCandidates(n.candidates(ps.info))
 		}
 		if l == nil {
+			if ps.remote != 0 && !now.Before(ps.accepted.Add(acceptHold)) {
+				ps.remote = 0 // the asker went elsewhere, or never got through
+			}
 			if ps.local == 0 && ps.dial != nil {
 				n.links.RemoveDial(ps.dial)
 				ps.dial = nil
@@ -178,6 +181,9 @@ func (n *Node) peersDeadline(now time.Time) time.Time {
 		}
 		if !ps.heard && ps.asks < maxAsks {
 			later(ps.announcedAt.Add(announceRetry))
+		}
+		if ps.remote != 0 && n.upLink(id) == nil {
+			later(ps.accepted.Add(acceptHold))
 		}
 	}
 	return next

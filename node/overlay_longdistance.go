@@ -34,12 +34,12 @@ func (n *Node) handleLinkRequest(m *overlay.Message, now time.Time) {
 	if !accept {
 		return
 	}
-	// Dial back too: with both sides dialing, the first handshake through
-	// wins, and NATs see outbound traffic on both ends.
+	// The asker dials: its reasons count here (against the inbound
+	// limit) until the link is up, for acceptHold at most.
 	ps := n.peer(m.Origin)
 	ps.info = m.From
 	ps.remote |= m.Reasons
-	n.dialPeer(ps, now)
+	ps.accepted = now
 }
 
 // passOn hands a long-distance request this node has no room for to its

@@ -728,3 +728,43 @@ func TestAShortLinkIsAskedForAgainWhenDue(t *testing.T) {
 		t.Fatal("the slot's time to aim again stayed in the past")
 	}
 }
+
+// A node that accepted a long-distance request whose asker then never
+// linked (it aimed the slot elsewhere meanwhile, and says nothing) drops
+// the asker's reasons after acceptHold: kept, they held a place within
+// the inbound limit for good, and a heal probe between the two came up
+// as a long-distance link minutes later, in a ring long settled.
+func TestAnAcceptedRequestNobodyFollowsLapses(t *testing.T) {
+	w := newSettledOverlayNet(t, 10, 3, overlay.Params{Successors: 1, LongDistance: 1})
+	live := w.live()
+	asker := live[0]
+	var acceptor *testNode
+	for _, c := range live[2 : len(live)-1] {
+		if asker.node.links.Links()[c.node.Self()] == nil {
+			acceptor = c
+			break
+		}
+	}
+	if acceptor == nil {
+		t.Fatal("the asker has a link with every node")
+	}
+	inbound := acceptor.node.inboundLongDistance()
+	// An ID the asker has no request under: it takes no notice of the
+	// answer, as when its slot was aimed elsewhere after asking.
+	acceptor.node.route(&overlay.Message{Type: overlay.LinkRequest, Dest: acceptor.node.Self(), Exact: true, TTL: 1, Origin: asker.node.Self(),
+		ID: 77, Reasons: overlay.ReasonLongDistance, From: asker.node.selfInfo()}, nil, w.now)
+	if got := acceptor.node.inboundLongDistance(); got != inbound+1 {
+		t.Fatalf("the accepted request counts %d inbound long-distance links, want %d", got, inbound+1)
+	}
+	w.advance(acceptHold-time.Second, 100*time.Millisecond)
+	if acceptor.node.ov.peers[asker.node.Self()] == nil {
+		t.Fatal("the accepted request lapsed before acceptHold")
+	}
+	w.advance(2*time.Second, 100*time.Millisecond)
+	if ps := acceptor.node.ov.peers[asker.node.Self()]; ps != nil {
+		t.Fatalf("the asker's reasons are kept %v after the request, with no link: %+v", acceptHold+time.Second, ps)
+	}
+	if got := acceptor.node.inboundLongDistance(); got != inbound {
+		t.Fatalf("%d inbound long-distance links after the request lapsed, want %d", got, inbound)
+	}
+}
