@@ -35,11 +35,18 @@ func (n *Node) handleLinkRequest(m *overlay.Message, now time.Time) {
 		return
 	}
 	// The asker dials: its reasons count here (against the inbound
-	// limit) until the link is up, for acceptHold at most.
+	// limit) until the link is up, for acceptHold at most. Over a link
+	// already up, the asker says its reasons itself (LinkUse) if it takes
+	// the answer: it does not when the answer comes from one of its
+	// successors or long-distance peers, and a successor that counted
+	// such a request kept a long-distance link nobody wanted against its
+	// inbound limit.
 	ps := n.peer(m.Origin)
 	ps.info = m.From
-	ps.remote |= m.Reasons
-	ps.accepted = now
+	if n.upLink(m.Origin) == nil {
+		ps.remote |= m.Reasons
+		ps.accepted = now
+	}
 }
 
 // passOn hands a long-distance request this node has no room for to its

@@ -768,3 +768,22 @@ func TestAnAcceptedRequestNobodyFollowsLapses(t *testing.T) {
 		t.Fatalf("%d inbound long-distance links after the request lapsed, want %d", got, inbound)
 	}
 }
+
+// A request accepted over a link already up counts only once the asker
+// says it takes the link: a request a node's successor answers is no
+// shortcut, and the asker draws another target without a word.
+func TestARequestOverALinkUpCountsOnceTheAskerTakesIt(t *testing.T) {
+	w := newSettledOverlayNet(t, 10, 3, overlay.Params{Successors: 1, LongDistance: 1})
+	asker := w.live()[0]
+	succ := w.nodes[slices.IndexFunc(w.nodes, func(c *testNode) bool { return c.node.Self() == asker.node.ov.ring.Successors(1)[0].ID })]
+	inbound := succ.node.inboundLongDistance()
+	asker.node.originate(&overlay.Message{Type: overlay.LinkRequest, Dest: succ.node.Self(), Exact: true, Origin: asker.node.Self(),
+		Via: asker.node.via(), ID: 78, Reasons: overlay.ReasonLongDistance, From: asker.node.selfInfo()}, w.now)
+	w.drain()
+	if got := succ.node.inboundLongDistance(); got != inbound {
+		t.Fatalf("the successor counts %d inbound long-distance links after a request over its link, want %d", got, inbound)
+	}
+	if ps := succ.node.ov.peers[asker.node.Self()]; ps == nil || ps.remote&overlay.ReasonSuccessor == 0 {
+		t.Fatalf("the successor lost what the asker said of their link: %+v", ps)
+	}
+}
