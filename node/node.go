@@ -392,11 +392,16 @@ func (n *Node) reroutePort(port uint32) {
 }
 
 // setAdjacency recomputes the peers Bounded Flood forwards to: those with
-// an up link that is neither retiring nor suspect.
+// an up link that is neither retiring nor suspect, and that is part of
+// the overlay (see floodsOver).
 func (n *Node) setAdjacency() {
 	n.adjacency = n.adjacency[:0]
 	for id, l := range n.links.Links() {
-		if ps := n.ov.peers[id]; l.Up() && !l.Suspect() && (ps == nil || !ps.closing) {
+		ps := n.ov.peers[id]
+		if ps != nil {
+			ps.adjacent = l.Up() && !l.Suspect() && floodsOver(ps)
+		}
+		if l.Up() && !l.Suspect() && (ps == nil || ps.adjacent) {
 			n.adjacency = append(n.adjacency, id)
 		}
 	}

@@ -115,6 +115,7 @@ type peerState struct {
 	closing  bool      // closed on purpose, not a failure
 	spoke    time.Time // when the peer last spoke for itself (its From is its Origin)
 	accepted time.Time // when this node accepted the peer's link request
+	adjacent bool      // in the flood adjacency (setAdjacency)
 	retireAt time.Time // when a retiring link is torn down
 }
 

@@ -81,6 +81,7 @@ func (n *Node) reconcile(now time.Time) {
 		}
 	}
 	sc.ids = nid.AppendSortedKeys(sc.ids[:0], o.peers)
+	regroup := false // a link joins or leaves the flood adjacency
 	for _, id := range sc.ids {
 		ps := o.peers[id]
 		sticky := ps.local & (overlay.ReasonBootstrap | overlay.ReasonStatic | overlay.ReasonBeacon)
@@ -108,6 +109,7 @@ func (n *Node) reconcile(now time.Time) {
 			continue
 		}
 		n.announce(l, ps, joinedChanged)
+		regroup = regroup || ps.adjacent != (!l.Suspect() && floodsOver(ps))
 		if ps.local != 0 || ps.remote != 0 {
 			ps.unwanted = time.Time{}
 			continue
@@ -120,6 +122,9 @@ func (n *Node) reconcile(now time.Time) {
 			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
 			n.retire(l, ps, now)
 		}
+	}
+	if regroup {
+		n.setAdjacency()
 	}
 	// The loop below acts only on a link due to close, and only its acting
 	// can make another one due: with none due it would do nothing, so most
@@ -193,6 +198,16 @@ func (n *Node) peersDeadline(now time.Time) time.Time {
 type reconcileScratch struct {
 	want map[nid.ID]overlay.Reason
 	ids  []nid.ID
+}
+
+// floodsOver reports whether floods cross the link to ps's peer: not
+// while it retires, nor once both ends have said they keep it for
+// nothing — a heal probe, or a contact after the join — so that floods
+// and the MACs they teach stay on the overlay's links, not on a probe
+// closed seconds later. Until the peer says why it keeps the link, the
+// link carries floods: a new successor's is one.
+func floodsOver(ps *peerState) bool {
+	return !ps.closing && (!ps.heard || ps.local|ps.remote != 0)
 }
 
 // retireDue reports whether a retiring link has drained.

@@ -787,3 +787,38 @@ func TestARequestOverALinkUpCountsOnceTheAskerTakesIt(t *testing.T) {
 		t.Fatalf("the successor lost what the asker said of their link: %+v", ps)
 	}
 }
+
+// A heal probe — a short link to a remembered node, to merge rings a
+// partition split — carries no flood once both ends have said they keep
+// it for nothing: floods, and the MACs they teach, stay on the overlay's
+// links rather than on a link closed seconds later.
+func TestAHealProbeStaysOutOfTheFloodAdjacency(t *testing.T) {
+	w := newSettledOverlayNet(t, 12, 4, overlay.Params{Successors: 2, LongDistance: 1})
+	live := w.live()
+	prober := live[0]
+	var probed *testNode
+	for _, c := range live[1:] {
+		if prober.node.links.Links()[c.node.Self()] == nil {
+			probed = c
+			break
+		}
+	}
+	if probed == nil {
+		t.Fatal("the prober has a link with every node")
+	}
+	prober.node.addContact(probed.addr, probed.node.Self(), false, w.now)
+	for end := w.now.Add(5 * time.Second); prober.node.upLink(probed.node.Self()) == nil; {
+		if !w.now.Before(end) {
+			t.Fatal("the heal probe's link did not come up")
+		}
+		w.advance(10*time.Millisecond, 10*time.Millisecond)
+	}
+	w.advance(500*time.Millisecond, 10*time.Millisecond)
+	if prober.node.upLink(probed.node.Self()) == nil || probed.node.upLink(prober.node.Self()) == nil {
+		t.Fatal("the heal probe's link closed within half a second")
+	}
+	if slices.Contains(prober.node.adjacency, probed.node.Self()) || slices.Contains(probed.node.adjacency, prober.node.Self()) {
+		t.Fatal("the heal probe's link is in the flood adjacency")
+	}
+	w.broadcastReachesAllOnce(t, "with a heal probe up")
+}
