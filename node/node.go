@@ -397,11 +397,12 @@ func (n *Node) reroutePort(port uint32) {
 func (n *Node) setAdjacency() {
 	n.adjacency = n.adjacency[:0]
 	for id, l := range n.links.Links() {
-		ps := n.ov.peers[id]
-		if ps != nil {
-			ps.adjacent = l.Up() && !l.Suspect() && floodsOver(ps)
+		floods := l.Up() && !l.Suspect()
+		if ps := n.ov.peers[id]; ps != nil {
+			floods = floods && floodsOver(ps)
+			ps.adjacent = floods
 		}
-		if l.Up() && !l.Suspect() && (ps == nil || ps.adjacent) {
+		if floods {
 			n.adjacency = append(n.adjacency, id)
 		}
 	}
