@@ -45,16 +45,17 @@ func (d *Daemon) runTAPReader(tq *tap.Queue, q *fq.Queue, bell *pinned.Doorbell)
 			return
 		}
 		now := time.Now().UnixNano()
-		turn.Tick(now)
 		if n == 0 {
 			w.Tx.Flush()
 			budget.Idle(now)
+			turn.Idle(now)
 			if stopped, err := d.stop.Wait(tq.Fd()); stopped || err != nil {
 				return
 			}
 			continue
 		}
 		budget.Busy(now)
+		turn.Busy(now)
 		p.Frame, p.Hdr = p.Buf[:n], l2.VirtioNetHdr{}
 		if vnet {
 			if err := p.Hdr.Decode(p.Frame); err != nil {
@@ -83,7 +84,6 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, bell *pinned.Doorbell) {
 	var turn pinned.Yielder
 	for {
 		now := time.Now().UnixNano()
-		turn.Tick(now)
 		p := q.Next(time.Duration(now))
 		if p == nil {
 			if unsent > 0 {
@@ -93,12 +93,14 @@ func (d *Daemon) runTAPWorker(q *fq.Queue, bell *pinned.Doorbell) {
 			bell.Arm()
 			// A frame queued before the Arm rang for nobody.
 			if p = q.Next(time.Duration(now)); p == nil {
+				turn.Idle(now)
 				if stopped, err := bell.Wait(d.stop); stopped || err != nil {
 					return
 				}
 				continue
 			}
 		}
+		turn.Busy(now)
 		dp.FromTAP(w, p.Hdr, p.Frame, now)
 		q.Release(p)
 		if unsent++; unsent == tapFlushEvery {
@@ -229,15 +231,16 @@ func (d *Daemon) runSocketReader() {
 			return
 		}
 		now := time.Now().UnixNano()
-		turn.Tick(now)
 		if waiting += n; waiting == 0 {
 			budget.Idle(now)
+			turn.Idle(now)
 			if stopped, err := d.stop.Wait(d.conn.Fd()); stopped || err != nil {
 				return
 			}
 			continue
 		}
 		budget.Busy(now)
+		turn.Busy(now)
 		small := false
 		for i := range msgs[:waiting] {
 			if m := &msgs[i]; m.N <= smallDatagram {

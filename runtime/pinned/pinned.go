@@ -56,21 +56,45 @@ func Pin(priority int) error {
 // 20 µs for good. On a two-core virtual machine that monitor alone took
 // 7 % of the daemons' CPU samples under a bulk stream
 // (docs/benchmarks.md); a turn given up every few milliseconds costs two
-// thread switches.
+// thread switches. The loop gives it up as it is about to wait (Idle),
+// where nothing waits for it, and with work in hand (Busy) only after
+// YieldEvery without a wait: a turn given up right after a wake-up, as a
+// ping across an idle link found every time, held the ping for those two
+// thread switches at each node it crossed. A monitor's preemption while
+// the loop waits ends its wait early, and it is handled there too.
 type Yielder struct {
-	last int64
+	last      int64 // when the loop last gave up its turn
+	busySince int64 // when the loop's current stretch of work began; 0 while it waits
 }
 
 // YieldEvery is how often a loop gives up its turn: well within the
 // 10 ms after which Go preempts it.
 const YieldEvery = 4 * time.Millisecond
 
-// Tick gives up the loop's turn if YieldEvery has passed since it last
-// did at now (Unix nanoseconds), and reports whether it did.
-func (y *Yielder) Tick(now int64) bool {
+// Busy notes that the loop has work at now (Unix nanoseconds) and gives
+// up its turn if it has worked for YieldEvery without waiting since it
+// last did; it reports whether it did.
+func (y *Yielder) Busy(now int64) bool {
+	if y.busySince == 0 {
+		y.busySince = now
+	}
+	if now-max(y.last, y.busySince) < int64(YieldEvery) {
+		return false
+	}
+	return y.yield(now)
+}
+
+// Idle notes that the loop is about to wait at now and gives up its turn
+// if YieldEvery has passed since it last did; it reports whether it did.
+func (y *Yielder) Idle(now int64) bool {
+	y.busySince = 0
 	if now-y.last < int64(YieldEvery) {
 		return false
 	}
+	return y.yield(now)
+}
+
+func (y *Yielder) yield(now int64) bool {
 	y.last = now
 	goruntime.Gosched()
 	return true

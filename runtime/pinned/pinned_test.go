@@ -241,24 +241,42 @@ func TestBudgetDemotesALoopBusyBeyondItsShare(t *testing.T) {
 	}
 }
 
-func TestYielderGivesUpItsTurnOncePerPeriod(t *testing.T) {
+func TestYielderGivesUpItsTurnWhereNothingWaits(t *testing.T) {
 	start := int64(time.Hour)
+	const (
+		busy = iota
+		idle
+	)
 	steps := []struct {
 		at      time.Duration
+		kind    int
 		yielded bool
 	}{
-		{0, true}, // a loop's first turn is long past
-		{time.Millisecond, false},
-		{YieldEvery - 1, false},
-		{YieldEvery, true},
-		{YieldEvery + time.Millisecond, false},
-		{3 * YieldEvery, true}, // a long wait counts from the last turn given up
-		{4*YieldEvery - 1, false},
+		{0, idle, true}, // a loop's first turn is long past
+		{time.Millisecond, busy, false},
+		{2 * time.Millisecond, idle, false},
+		{YieldEvery, idle, true},
+		// Woken after a wait longer than YieldEvery: the work in hand
+		// goes first.
+		{3 * YieldEvery, busy, false},
+		{3*YieldEvery + time.Millisecond, idle, true},
+		// Work without a wait gives up its turn YieldEvery after the
+		// later of its start and the last turn given up.
+		{5 * YieldEvery, busy, false},
+		{6*YieldEvery - 1, busy, false},
+		{6 * YieldEvery, busy, true},
+		{6*YieldEvery + time.Millisecond, busy, false},
+		{7 * YieldEvery, busy, true},
+		{7*YieldEvery + time.Millisecond, idle, false},
 	}
 	var y Yielder
 	for _, s := range steps {
-		if got := y.Tick(start + int64(s.at)); got != s.yielded {
-			t.Errorf("Tick at %v yielded %v, want %v", s.at, got, s.yielded)
+		got := y.Busy
+		if s.kind == idle {
+			got = y.Idle
+		}
+		if yielded := got(start + int64(s.at)); yielded != s.yielded {
+			t.Errorf("at %v (%s) yielded %v, want %v", s.at, map[int]string{busy: "busy", idle: "idle"}[s.kind], yielded, s.yielded)
 		}
 	}
 }
