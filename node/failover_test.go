@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"burrow/flood"
 	"burrow/l2"
 )
 
@@ -238,4 +239,45 @@ func TestMovedMACIsRelearnedOnItsFirstFrame(t *testing.T) {
 		t.Fatalf("a's frame went to x %d times and to y %d times, want only y", x.countTAP("to-y"), y.countTAP("to-y"))
 	}
 	_ = w
+}
+
+// A link to a flow's destination bridge carries the flow once it is up,
+// even where the MACs say otherwise. Each end of a flow learns the
+// other's MAC where its frames come in; when the link between the two
+// came up while frames still crossed a bridge m (an end that had not yet
+// heard the other's leaves on the new link sent them there), every frame
+// m passed on taught the other end that m's port leads to the sender,
+// and the flow kept crossing m with the link beside it unused.
+func TestADirectLinkTakesOverAFlowLearnedAcrossABridge(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	if got, answers := conversation(w, a, b, 100*time.Millisecond, "across", true); lost(got)+lost(answers) != 0 {
+		t.Fatalf("%d frames and %d answers lost across %s", lost(got), lost(answers), m.name)
+	}
+	w.connect(slices.Index(w.nodes, a), slices.Index(w.nodes, b))
+	w.advance(time.Second, 100*time.Millisecond)
+	ab, ba := a.node.Links().Links()[b.node.Self()], b.node.Links().Links()[a.node.Self()]
+	if ab == nil || !ab.Up() || ba == nil || !ba.Up() {
+		t.Fatalf("no link up between %s and %s", a.name, b.name)
+	}
+	// Both still have the other's MAC behind m, as if neither had heard
+	// the other's leaves on the new link.
+	for _, e := range [][2]*testNode{{a, b}, {b, a}} {
+		port := flood.RoutedPort
+		if l := e[0].node.Links().Links()[m.node.Self()]; l != nil {
+			port = flood.Port(l.Port)
+		}
+		e[0].node.learnMAC(e[1].mac, port, e[1].node.Self(), w.now)
+	}
+	w.advance(10*time.Millisecond, 10*time.Millisecond)
+	rxB, rxA := ba.Counters.RxPackets.Load(), ab.Counters.RxPackets.Load()
+	got, answers := conversation(w, a, b, 100*time.Millisecond, "direct", true)
+	if lost(got)+lost(answers) != 0 {
+		t.Fatalf("%d frames and %d answers lost with the direct link up", lost(got), lost(answers))
+	}
+	if n := ba.Counters.RxPackets.Load() - rxB; n < uint64(len(got)) {
+		t.Errorf("%s got %d datagrams from %s over their link for %d frames; the rest crossed %s", b.name, n, a.name, len(got), m.name)
+	}
+	if n := ab.Counters.RxPackets.Load() - rxA; n < uint64(len(answers)) {
+		t.Errorf("%s got %d datagrams from %s over their link for %d answers; the rest crossed %s", a.name, n, b.name, len(answers), m.name)
+	}
 }

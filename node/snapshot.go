@@ -122,7 +122,7 @@ const routedPort = uint32(flood.RoutedPort)
 // stops answering — CBL2's fast-failover group, precomputed.
 type route struct {
 	*flow
-	via    *port // the port of out; nil for the local TAP and for routed flows
+	via    *port // the link to root if up, else the port of out; nil for the local TAP and for routed flows
 	backup hop
 }
 
@@ -492,7 +492,11 @@ func (n *Node) publishLinks(s *snapshot) {
 
 // publishFlows resolves every flow against the snapshot's ports, with its
 // backup: the best next hop toward its bridge other than its own port,
-// computed once per bridge.
+// computed once per bridge. A flow goes over the link to its bridge
+// whenever one is up, whatever port its MAC was learned on: each end of
+// a flow learns the other's MAC where its frames come in, so two ends
+// whose frames crossed another bridge while their own link came up kept
+// teaching each other that bridge's port, and left their link unused.
 func (n *Node) publishFlows(s *snapshot) {
 	s.flows = make(map[flowKey]route, len(n.flows))
 	type choice struct{ best, second hop }
@@ -500,6 +504,9 @@ func (n *Node) publishFlows(s *snapshot) {
 	for k, f := range n.flows {
 		r := route{flow: f, via: s.ports[f.out]}
 		if f.out != localPort && f.root != (nid.ID{}) {
+			if p := s.byPeer[f.root]; p != nil {
+				r.via = p
+			}
 			c, ok := byRoot[f.root]
 			if !ok {
 				if c.best = s.toward(f.root, nil, 0, false); c.best.port != nil {

@@ -145,7 +145,12 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		}
 		return
 	}
-	l := n.links.LinkByPort(out)
+	// As the data path does (publishFlows), the link to the destination's
+	// bridge goes first.
+	l := n.upLink(e.Root)
+	if l == nil {
+		l = n.links.LinkByPort(out)
+	}
 	if l == nil || !l.Up() {
 		n.sendRouted(wire.Routed{Dest: e.Root, Source: source}, frame, off, now)
 		return
