@@ -267,6 +267,10 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	}
 	l.Peer = peer
 	l.RTT = now.Sub(p.started)
+	// The peer's half of a handshake is a message from it like any other:
+	// a link quiet for a while, whose peer has just redialed on it, is not
+	// dead.
+	storeIfLater(&l.Counters.lastRx, now.UnixNano())
 	if l.Counters.ProbeRTT() == 0 {
 		l.Counters.ProbeAnswered(p.started.UnixNano(), now.UnixNano())
 	}

@@ -625,3 +625,39 @@ func TestEachStreamIsASourceOfItsOwn(t *testing.T) {
 		t.Fatalf("another stream's initiation was not answered with a reply: %d datagrams sent", len(b.outbox))
 	}
 }
+
+// A handshake the peer completes on a link proves it alive, as any
+// message does. A node whose link had been quiet for nearly DeadAfter,
+// and that answered the peer's new handshake on it, took the link down a
+// moment later for want of a message: the peer, which had given up on the
+// link first and dialed again, kept the new session, and the node dialed
+// anew on a path of its own (through another relay, in e2e's member-relay
+// test).
+func TestAHandshakeThePeerCompletesKeepsTheLinkUp(t *testing.T) {
+	timers := Timers{Keepalive: time.Second, DeadAfter: 3 * time.Second, HandshakeRetry: time.Second}
+	w, a, b, _, now := linkedPair(t, timers)
+	w.drop = func(d datagram) bool { return wire.Type(d.b[0]) == wire.TypeTransport }
+	now = now.Add(2500 * time.Millisecond)
+	b.m.Down(b.m.Links()[a.m.Self()], "given up")
+	b.m.AddDial([]Endpoint{UDPEndpoint(a.addr)}, DialOptions{}, now)
+	b.m.Tick(now)
+	w.run(now)
+	if a.m.Links()[b.m.Self()].Current() == nil || len(a.m.Links()[b.m.Self()].Sessions()) < 2 {
+		t.Fatalf("a did not take b's new handshake on its link")
+	}
+	now = now.Add(time.Second)
+	a.m.Tick(now)
+	if len(a.downs) != 0 {
+		t.Fatalf("a took the link down a second after b's handshake on it: %v", a.downs)
+	}
+	w.drop = nil
+	for range 6 {
+		now = now.Add(500 * time.Millisecond)
+		a.m.Tick(now)
+		b.m.Tick(now)
+		w.run(now)
+	}
+	if len(a.downs) != 0 || len(b.ups) != 2 {
+		t.Fatalf("a's downs %v, b's ups %d (want the one new link up)", a.downs, len(b.ups))
+	}
+}

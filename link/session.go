@@ -64,7 +64,8 @@ type Counters struct {
 	health                                 health
 }
 
-// LastRx is when an authenticated message last arrived on the link.
+// LastRx is when an authenticated message last arrived on the link: a
+// transport message, or the peer's half of a handshake.
 func (c *Counters) LastRx() time.Time { return unixNano(c.lastRx.Load()) }
 
 // LastTx is when the link last sent a message.
