@@ -281,3 +281,33 @@ func TestADirectLinkTakesOverAFlowLearnedAcrossABridge(t *testing.T) {
 		t.Errorf("%s got %d datagrams from %s over their link for %d answers; the rest crossed %s", a.name, n, b.name, len(answers), m.name)
 	}
 }
+
+// A frame that the bridge its destination sits behind sent here itself
+// does not go back to that bridge over their link, even with the link
+// up: the two would pass it to and fro. It goes the way the MAC was
+// learned.
+func TestAFrameFromItsDestinationsBridgeDoesNotGoBack(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	w.connect(slices.Index(w.nodes, a), slices.Index(w.nodes, b))
+	w.advance(time.Second, 100*time.Millisecond)
+	ab, am := a.node.Links().Links()[b.node.Self()], a.node.Links().Links()[m.node.Self()]
+	if ab == nil || !ab.Up() || am == nil || !am.Up() {
+		t.Fatalf("%s lacks a link up to %s or %s", a.name, b.name, m.name)
+	}
+	a.node.learnMAC(b.mac, flood.Port(am.Port), b.node.Self(), w.now)
+	toB, toM := ab.Counters.TxPackets.Load(), am.Counters.TxPackets.Load()
+	host := l2.MAC{0x02, 0, 0, 0, 0xbe, 0xef}
+	a.node.switchFrame(ab.Port, ethFrame(b.mac, host, "stale"), l2.Offload{}, b.node.Self(), false, w.now)
+	if n := ab.Counters.TxPackets.Load() - toB; n != 0 {
+		t.Errorf("%s sent %d datagrams back to %s, which sent it the frame", a.name, n, b.name)
+	}
+	if n := am.Counters.TxPackets.Load() - toM; n != 1 {
+		t.Errorf("%s sent %d datagrams to %s, where it learned %s's MAC; want 1", a.name, n, m.name, b.name)
+	}
+	// The data path sends the flow's next frames the same way.
+	a.node.publishIfDirty()
+	r, ok := a.node.snap.Load().flows[flowKey{in: ab.Port, src: host, dst: b.mac}]
+	if !ok || r.via == nil || r.via.link != am {
+		t.Errorf("the data path's flow from %s to its own bridge's MAC: %v, %+v; want it to go to %s", b.name, ok, r.via, m.name)
+	}
+}

@@ -497,6 +497,8 @@ func (n *Node) publishLinks(s *snapshot) {
 // a flow learns the other's MAC where its frames come in, so two ends
 // whose frames crossed another bridge while their own link came up kept
 // teaching each other that bridge's port, and left their link unused.
+// Not when that bridge sent the flow's frames itself: they would go back
+// where they came from.
 func (n *Node) publishFlows(s *snapshot) {
 	s.flows = make(map[flowKey]route, len(n.flows))
 	type choice struct{ best, second hop }
@@ -504,7 +506,7 @@ func (n *Node) publishFlows(s *snapshot) {
 	for k, f := range n.flows {
 		r := route{flow: f, via: s.ports[f.out]}
 		if f.out != localPort && f.root != (nid.ID{}) {
-			if p := s.byPeer[f.root]; p != nil {
+			if p := s.byPeer[f.root]; p != nil && p.link.Port != k.in {
 				r.via = p
 			}
 			c, ok := byRoot[f.root]

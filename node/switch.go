@@ -146,9 +146,9 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 		return
 	}
 	// As the data path does (publishFlows), the link to the destination's
-	// bridge goes first.
+	// bridge goes first, unless the frame came in on it.
 	l := n.upLink(e.Root)
-	if l == nil {
+	if l == nil || l.Port == in {
 		l = n.links.LinkByPort(out)
 	}
 	if l == nil || !l.Up() {
