@@ -60,8 +60,11 @@ func Pin(priority int) error {
 // where nothing waits for it, and with work in hand (Busy) only after
 // YieldEvery without a wait: a turn given up right after a wake-up, as a
 // ping across an idle link found every time, held the ping for those two
-// thread switches at each node it crossed. A monitor's preemption while
-// the loop waits ends its wait early, and it is handled there too.
+// thread switches at each node it crossed. A loop that waits in the
+// kernel for longer has its processor taken by the monitor meanwhile (it
+// preempts no goroutine in a system call) and takes an idle one back as
+// it wakes, without a thread switch, where one is spare (the daemon keeps
+// a processor for each pinned loop).
 type Yielder struct {
 	last      int64 // when the loop last gave up its turn
 	busySince int64 // when the loop's current stretch of work began; 0 while it waits
