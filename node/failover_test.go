@@ -262,11 +262,11 @@ func TestADirectLinkTakesOverAFlowLearnedAcrossABridge(t *testing.T) {
 	// Both still have the other's MAC behind m, as if neither had heard
 	// the other's leaves on the new link.
 	for _, e := range [][2]*testNode{{a, b}, {b, a}} {
-		port := flood.RoutedPort
-		if l := e[0].node.Links().Links()[m.node.Self()]; l != nil {
-			port = flood.Port(l.Port)
+		l := e[0].node.Links().Links()[m.node.Self()]
+		if l == nil || !l.Up() {
+			t.Fatalf("%s has no link up to %s", e[0].name, m.name)
 		}
-		e[0].node.learnMAC(e[1].mac, port, e[1].node.Self(), w.now)
+		e[0].node.learnMAC(e[1].mac, flood.Port(l.Port), e[1].node.Self(), w.now)
 	}
 	w.advance(10*time.Millisecond, 10*time.Millisecond)
 	rxB, rxA := ba.Counters.RxPackets.Load(), ab.Counters.RxPackets.Load()

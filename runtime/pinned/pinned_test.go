@@ -243,40 +243,36 @@ func TestBudgetDemotesALoopBusyBeyondItsShare(t *testing.T) {
 
 func TestYielderGivesUpItsTurnWhereNothingWaits(t *testing.T) {
 	start := int64(time.Hour)
-	const (
-		busy = iota
-		idle
-	)
 	steps := []struct {
 		at      time.Duration
-		kind    int
+		idle    bool // Idle, about to wait; else Busy, with work in hand
 		yielded bool
 	}{
-		{0, idle, true}, // a loop's first turn is long past
-		{time.Millisecond, busy, false},
-		{2 * time.Millisecond, idle, false},
-		{YieldEvery, idle, true},
+		{0, true, true}, // a loop's first turn is long past
+		{time.Millisecond, false, false},
+		{2 * time.Millisecond, true, false},
+		{YieldEvery, true, true},
 		// Woken after a wait longer than YieldEvery: the work in hand
 		// goes first.
-		{3 * YieldEvery, busy, false},
-		{3*YieldEvery + time.Millisecond, idle, true},
+		{3 * YieldEvery, false, false},
+		{3*YieldEvery + time.Millisecond, true, true},
 		// Work without a wait gives up its turn YieldEvery after the
 		// later of its start and the last turn given up.
-		{5 * YieldEvery, busy, false},
-		{6*YieldEvery - 1, busy, false},
-		{6 * YieldEvery, busy, true},
-		{6*YieldEvery + time.Millisecond, busy, false},
-		{7 * YieldEvery, busy, true},
-		{7*YieldEvery + time.Millisecond, idle, false},
+		{5 * YieldEvery, false, false},
+		{6*YieldEvery - 1, false, false},
+		{6 * YieldEvery, false, true},
+		{6*YieldEvery + time.Millisecond, false, false},
+		{7 * YieldEvery, false, true},
+		{7*YieldEvery + time.Millisecond, true, false},
 	}
 	var y Yielder
 	for _, s := range steps {
-		got := y.Busy
-		if s.kind == idle {
-			got = y.Idle
+		note := y.Busy
+		if s.idle {
+			note = y.Idle
 		}
-		if yielded := got(start + int64(s.at)); yielded != s.yielded {
-			t.Errorf("at %v (%s) yielded %v, want %v", s.at, map[int]string{busy: "busy", idle: "idle"}[s.kind], yielded, s.yielded)
+		if yielded := note(start + int64(s.at)); yielded != s.yielded {
+			t.Errorf("at %v (idle %v) yielded %v, want %v", s.at, s.idle, yielded, s.yielded)
 		}
 	}
 }
