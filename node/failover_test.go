@@ -282,6 +282,29 @@ func TestADirectLinkTakesOverAFlowLearnedAcrossABridge(t *testing.T) {
 	}
 }
 
+// A link being retired carries no flow, not even one to the bridge at its
+// other end: the peer tears it down a drain later, or already did when
+// its word that it closes was lost, and the frames would vanish.
+func TestAFlowDoesNotTakeARetiringLinkToItsBridge(t *testing.T) {
+	w, a, b, m := acrossABridge(t)
+	w.connect(slices.Index(w.nodes, a), slices.Index(w.nodes, b))
+	w.advance(time.Second, 100*time.Millisecond)
+	ab, am := a.node.Links().Links()[b.node.Self()], a.node.Links().Links()[m.node.Self()]
+	if ab == nil || !ab.Up() || am == nil || !am.Up() {
+		t.Fatalf("%s lacks a link up to %s or %s", a.name, b.name, m.name)
+	}
+	a.node.learnMAC(b.mac, flood.Port(am.Port), b.node.Self(), w.now)
+	a.node.retire(ab, a.node.peer(b.node.Self()), w.now)
+	toB := ab.Counters.TxPackets.Load()
+	got, _ := conversation(w, a, b, 100*time.Millisecond, "retiring", false)
+	if lost(got) != 0 {
+		t.Fatalf("%d of %d frames lost while the link retires", lost(got), len(got))
+	}
+	if n := ab.Counters.TxPackets.Load() - toB; n != 0 {
+		t.Errorf("%s sent %d datagrams over the link it retires, for %d frames", a.name, n, len(got))
+	}
+}
+
 // A frame that the bridge its destination sits behind sent here itself
 // does not go back to that bridge over their link, even with the link
 // up: the two would pass it to and fro. It goes the way the MAC was

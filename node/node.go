@@ -410,6 +410,15 @@ func (n *Node) setAdjacency() {
 	n.dirty |= dirtyLinks
 }
 
+// adjacentLink is the link to id when floods cross it (setAdjacency): not
+// one that retires, is suspect, or is kept by neither end.
+func (n *Node) adjacentLink(id nid.ID) *link.Link {
+	if slices.Contains(n.adjacency, id) {
+		return n.links.Links()[id]
+	}
+	return nil
+}
+
 // Adjacency returns the peers with an up link, sorted clockwise from self.
 func (n *Node) Adjacency() []nid.ID { return slices.Clone(n.adjacency) }
 

@@ -47,6 +47,9 @@ const (
 	unheardGrace = 30 * time.Second
 	// drainTime keeps a retired link open for what is still in flight on it.
 	drainTime = time.Second
+	// closingRetry spaces the repeats of a Closing the peer has not
+	// answered, a few within drainTime.
+	closingRetry = 250 * time.Millisecond
 	// announceRetry spaces LinkUse repeats until the peer answers one, at
 	// most maxAsks times: a peer with its overlay off never answers.
 	announceRetry = time.Second
@@ -113,10 +116,14 @@ type peerState struct {
 	dial     *link.Dial
 	unwanted time.Time // when both sides stopped wanting the link
 	closing  bool      // closed on purpose, not a failure
-	spoke    time.Time // when the peer last spoke for itself (its From is its Origin)
-	accepted time.Time // when this node accepted the peer's link request
-	adjacent bool      // in the flood adjacency (setAdjacency)
-	retireAt time.Time // when a retiring link is torn down
+	// closingSaid is when this node last told the peer it closes the
+	// link (zero when it has not); closingHeard, that the peer said so.
+	closingSaid  time.Time
+	closingHeard bool
+	spoke        time.Time // when the peer last spoke for itself (its From is its Origin)
+	accepted     time.Time // when this node accepted the peer's link request
+	adjacent     bool      // in the flood adjacency (setAdjacency)
+	retireAt     time.Time // when a retiring link is torn down
 }
 
 // ldSlot is one long-distance link: its harmonic draw and, once a node
@@ -250,7 +257,7 @@ func (o *overlayState) jitter(d time.Duration) time.Duration {
 func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 	o := &n.ov
 	ps := n.peer(l.Peer.ID)
-	ps.closing = false
+	ps.closing, ps.closingSaid, ps.closingHeard = false, time.Time{}, false
 	if o.formation.firstLink.IsZero() {
 		o.formation.firstLink = now
 	}

@@ -109,6 +109,9 @@ func (n *Node) reconcile(now time.Time) {
 			continue
 		}
 		n.announce(l, ps, joinedChanged)
+		if ps.closing && !ps.closingSaid.IsZero() && !ps.closingHeard && now.Sub(ps.closingSaid) >= closingRetry {
+			n.sayClosing(l, ps, now)
+		}
 		regroup = regroup || ps.adjacent != (!l.Suspect() && floodsOver(ps))
 		if ps.local != 0 || ps.remote != 0 {
 			ps.unwanted = time.Time{}
@@ -118,9 +121,7 @@ func (n *Node) reconcile(now time.Time) {
 			ps.unwanted = now
 		}
 		if allSuccessorsUp && now.Sub(ps.unwanted) >= closeGrace && !ps.closing && (ps.heard || now.Sub(l.Since) >= unheardGrace) {
-			n.count(&o.sent, overlay.LinkUse)
-			n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: id, Origin: n.self, Joined: o.joined, Closing: true, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
-			n.retire(l, ps, now)
+			n.closeLink(l, ps, now)
 		}
 	}
 	if regroup {
@@ -176,6 +177,9 @@ func (n *Node) peersDeadline(now time.Time) time.Time {
 	for id, ps := range n.ov.peers {
 		if ps.closing {
 			later(ps.retireAt)
+			if !ps.closingSaid.IsZero() && !ps.closingHeard {
+				later(ps.closingSaid.Add(closingRetry))
+			}
 			continue
 		}
 		if !ps.unwanted.IsZero() {
@@ -215,6 +219,23 @@ func retireDue(ps *peerState, now time.Time) bool {
 	return ps.closing && !ps.retireAt.IsZero() && !now.Before(ps.retireAt)
 }
 
+// closeLink tells the peer that this node no longer needs the link, and
+// retires it.
+func (n *Node) closeLink(l *link.Link, ps *peerState, now time.Time) {
+	n.sayClosing(l, ps, now)
+	n.retire(l, ps, now)
+}
+
+// sayClosing tells the peer that this node closes the link, asking for
+// the same word back until it comes: a peer that missed it (a datagram
+// lost under a bulk flow) went on sending over the link after this end
+// tore it down, until its probes went unanswered.
+func (n *Node) sayClosing(l *link.Link, ps *peerState, now time.Time) {
+	ps.closingSaid = now
+	n.count(&n.ov.sent, overlay.LinkUse)
+	n.sendDirect(l, &overlay.Message{Type: overlay.LinkUse, Dest: l.Peer.ID, Origin: n.self, Joined: n.ov.joined, Closing: true, Ask: !ps.closingHeard, Relaying: n.cfg.RelayRate > 0, From: n.selfInfo()})
+}
+
 // retire stops using a link at once — no floods, routes or flows over it —
 // and tears it down after drainTime, so what is in flight still arrives.
 func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
@@ -229,6 +250,7 @@ func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
 // unretire takes a retiring link back into use.
 func (n *Node) unretire(ps *peerState) {
 	ps.closing, ps.retireAt, ps.unwanted = false, time.Time{}, time.Time{}
+	ps.closingSaid, ps.closingHeard = time.Time{}, false
 	n.setAdjacency()
 }
 

@@ -233,6 +233,10 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 				from.AddCandidates(n.candidates(ps.info))
 			}
 			if m.Closing {
+				ps.closingHeard = true
+				if m.Ask {
+					n.sayClosing(from, ps, now)
+				}
 				n.retire(from, ps, now)
 			}
 		}

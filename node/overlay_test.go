@@ -396,6 +396,41 @@ func TestALinkIsNotClosedBeforeThePeerSaysWhyItWantsIt(t *testing.T) {
 	}
 }
 
+// The word that a link closes can be lost (under a bulk flow the peer's
+// socket drops datagrams); the peer must still stop using the link before
+// this end tears it down, not send into it until its probes go unanswered.
+func TestALostClosingIsSaidAgain(t *testing.T) {
+	w := newOverlayNet(t, 6, 34, overlay.Params{Successors: 1})
+	w.settle(t, 30*time.Second)
+	live := w.live()
+	c, x := live[0], live[3] // not ring neighbours: neither wants their link
+	pub := w.keys[c.name]
+	dial := x.node.Links().AddDial([]link.Endpoint{link.UDPEndpoint(c.addr)}, link.DialOptions{Key: &pub}, w.now)
+	w.advance(time.Second, 50*time.Millisecond)
+	lx := x.node.upLink(c.node.Self())
+	if lx == nil || c.node.upLink(x.node.Self()) == nil {
+		t.Fatal("the link did not come up")
+	}
+	x.node.Links().RemoveDial(dial)
+	xToC := [2]netip.AddrPort{x.addr, c.addr}
+	w.transportBlocked = map[[2]netip.AddrPort]bool{xToC: true}
+	x.node.closeLink(lx, x.node.peer(c.node.Self()), w.now)
+	w.drain()
+	if c.node.peer(x.node.Self()).closing {
+		t.Fatal("the Closing was not lost")
+	}
+	w.transportBlocked = nil
+	w.advance(closingRetry+50*time.Millisecond, 10*time.Millisecond)
+	if !c.node.peer(x.node.Self()).closing {
+		t.Fatalf("%s still uses the link %s said it closes, %v later", c.name, x.name, closingRetry+50*time.Millisecond)
+	}
+	w.advance(drainTime, 10*time.Millisecond)
+	if c.node.upLink(x.node.Self()) != nil || x.node.upLink(c.node.Self()) != nil {
+		t.Fatalf("the link is still up a drain after it closed: at %s %v, at %s %v",
+			c.name, c.node.upLink(x.node.Self()) != nil, x.name, x.node.upLink(c.node.Self()) != nil)
+	}
+}
+
 // A node with no room for another long-distance link passes the request on
 // to its successor, which answers the asker; a request passed once is
 // refused rather than passed again.

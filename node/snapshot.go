@@ -286,6 +286,17 @@ func (s *snapshot) toward(dest nid.ID, avoid *port, now int64, onward bool) hop 
 	return h
 }
 
+// adjacent is the port to id when floods cross it (setAdjacency): not a
+// link that retires, is suspect, or is kept by neither end.
+func (s *snapshot) adjacent(id nid.ID) *port {
+	for _, p := range s.adjacency {
+		if p.peer == id {
+			return p
+		}
+	}
+	return nil
+}
+
 // closest is the usable neighbour closer to dest than self by distance.
 func (s *snapshot) closest(dest nid.ID, avoid *port, now int64, distance func(from, to nid.ID) nid.ID) *port {
 	var best *port
@@ -493,7 +504,7 @@ func (n *Node) publishLinks(s *snapshot) {
 // publishFlows resolves every flow against the snapshot's ports, with its
 // backup: the best next hop toward its bridge other than its own port,
 // computed once per bridge. A flow goes over the link to its bridge
-// whenever one is up, whatever port its MAC was learned on: each end of
+// whenever floods cross it, whatever port its MAC was learned on: each end of
 // a flow learns the other's MAC where its frames come in, so two ends
 // whose frames crossed another bridge while their own link came up kept
 // teaching each other that bridge's port, and left their link unused.
@@ -501,20 +512,24 @@ func (n *Node) publishLinks(s *snapshot) {
 // where they came from.
 func (n *Node) publishFlows(s *snapshot) {
 	s.flows = make(map[flowKey]route, len(n.flows))
-	type choice struct{ best, second hop }
+	type choice struct {
+		direct       *port
+		best, second hop
+	}
 	byRoot := make(map[nid.ID]choice)
 	for k, f := range n.flows {
 		r := route{flow: f, via: s.ports[f.out]}
 		if f.out != localPort && f.root != (nid.ID{}) {
-			if p := s.byPeer[f.root]; p != nil && p.link.Port != k.in {
-				r.via = p
-			}
 			c, ok := byRoot[f.root]
 			if !ok {
+				c.direct = s.adjacent(f.root)
 				if c.best = s.toward(f.root, nil, 0, false); c.best.port != nil {
 					c.second = s.toward(f.root, c.best.port, 0, false)
 				}
 				byRoot[f.root] = c
+			}
+			if c.direct != nil && c.direct.link.Port != k.in {
+				r.via = c.direct
 			}
 			r.backup = c.best
 			if r.backup.port == r.via {

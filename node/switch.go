@@ -147,7 +147,7 @@ func (n *Node) switchFrame(in uint32, frame []byte, off l2.Offload, source nid.I
 	}
 	// As the data path does (publishFlows), the link to the destination's
 	// bridge goes first, unless the frame came in on it.
-	l := n.upLink(e.Root)
+	l := n.adjacentLink(e.Root)
 	if l == nil || l.Port == in {
 		l = n.links.LinkByPort(out)
 	}

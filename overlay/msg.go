@@ -127,7 +127,7 @@ type Message struct {
 	Joined     bool   // LinkUse: the sender has a successor link
 	Closing    bool   // LinkUse: the sender is closing the link; stop using it
 	Relaying   bool   // LinkUse: the sender relays for other members
-	Ask        bool   // LinkUse: the sender has not heard the receiver's LinkUse on this link; answer with one
+	Ask        bool   // LinkUse: the sender has not heard the receiver's LinkUse on this link (with Closing: its Closing); answer with one
 	Accepted   bool   // LinkReply
 	Passed     bool   // LinkRequest: a node with no room passed it on to its successor; not to be passed again
 	Pred       Info   // Successors, Leave: the sender's predecessor (zero ID if unknown)
