@@ -185,9 +185,9 @@ func (m *Manager) handleReply(from Endpoint, h wire.HandshakeHeader, body []byte
 		m.fail(p, err, now)
 		return
 	}
-	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeFinish, Sender: p.localIndex, Receiver: h.Sender}, msg)
 	s.LocalIndex, s.RemoteIndex = p.localIndex, h.Sender
 	m.install(peer, hello.Boot, s, from, p, now)
+	m.send(from, wire.HandshakeHeader{Type: wire.TypeHandshakeFinish, Sender: p.localIndex, Receiver: h.Sender}, msg)
 }
 
 func (m *Manager) handleFinish(from Endpoint, h wire.HandshakeHeader, body []byte, now time.Time) {
@@ -289,6 +289,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	l.sessions = append(l.sessions, s)
 	l.sessionsChanged(m.timers)
 	m.sessions[s.LocalIndex] = s
+	m.events.SessionInstalled()
 	if p.dial != nil {
 		l.AddCandidates(p.dial.Endpoints)
 		p.dial.attempt = nil

@@ -34,6 +34,12 @@ type Events interface {
 	// SessionsChanged says the set of sessions or their roles changed, so
 	// the data path's snapshot must be rebuilt.
 	SessionsChanged()
+	// SessionInstalled says a handshake installed a session, which the
+	// peer uses as soon as the next message of this node reaches it: the
+	// data path must know the session before the call returns. Its first
+	// datagrams otherwise reached a data path still without it, while the
+	// core had yet to publish it, and were dropped.
+	SessionInstalled()
 	// DialFailed reports a dial given up after its attempts ran out.
 	DialFailed(d *Dial)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
@@ -29,6 +30,9 @@ type testNode struct {
 	got     [][]byte // plaintexts opened by deliver
 	failed  []*Dial
 	health  []bool // Suspect() at each LinkHealth
+	// sequence is every datagram sent (by its type) and every session
+	// installed, in order.
+	sequence []string
 }
 
 type datagram struct {
@@ -38,10 +42,12 @@ type datagram struct {
 
 func (n *testNode) SendDatagram(to Endpoint, b []byte) {
 	n.outbox = append(n.outbox, datagram{n.addr, to.Addr, bytes.Clone(b)})
+	n.sequence = append(n.sequence, fmt.Sprintf("sent type %d", b[0]))
 }
 func (n *testNode) LinkUp(l *Link)                  { n.ups = append(n.ups, l.Peer.ID) }
 func (n *testNode) LinkDown(l *Link, reason string) { n.downs = append(n.downs, reason) }
 func (n *testNode) SessionsChanged()                { n.changes++ }
+func (n *testNode) SessionInstalled()               { n.sequence = append(n.sequence, "installed") }
 func (n *testNode) LinkHealth(l *Link)              { n.health = append(n.health, l.Suspect()) }
 func (n *testNode) DialFailed(d *Dial)              { n.failed = append(n.failed, d) }
 
@@ -659,5 +665,28 @@ func TestAHandshakeThePeerCompletesKeepsTheLinkUp(t *testing.T) {
 	}
 	if len(a.downs) != 0 || len(b.ups) != 2 {
 		t.Fatalf("a's downs %v, b's ups %d (want the one new link up)", a.downs, len(b.ups))
+	}
+}
+
+// Each end hands a new session to its data path (SessionInstalled) before
+// it sends the message after which the peer uses the session: the
+// initiator its Finish, the responder its first transport message. The
+// peer's first datagrams on the session were otherwise dropped for an
+// unknown index while the core had yet to publish it, and the link came
+// up at the other end only a second later, at the next try.
+func TestASessionReachesTheDataPathBeforeThePeerCanUseIt(t *testing.T) {
+	_, a, b, la, _ := linkedPair(t, Timers{})
+	if la == nil || !la.Up() {
+		t.Fatal("the link did not come up")
+	}
+	for _, c := range []struct {
+		node   *testNode
+		before wire.Type
+	}{{a, wire.TypeHandshakeFinish}, {b, wire.TypeTransport}} {
+		installed := slices.Index(c.node.sequence, "installed")
+		sent := slices.Index(c.node.sequence, fmt.Sprintf("sent type %d", c.before))
+		if installed < 0 || sent < 0 || installed > sent {
+			t.Errorf("%s: %v; want the session installed before the first datagram of type %d", c.node.m.cfg.Handshake.Cert, c.node.sequence, c.before)
+		}
 	}
 }

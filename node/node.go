@@ -338,6 +338,11 @@ func (n *Node) sendDatagram(to link.Endpoint, b []byte) {
 
 func (e *linkEvents) SessionsChanged() { e.dirty |= dirtyLinks }
 
+func (e *linkEvents) SessionInstalled() {
+	e.dirty |= dirtyLinks
+	(*Node)(e).publish()
+}
+
 // LinkHealth: a link turned suspect or answered again; floods go around a
 // suspect peer.
 func (e *linkEvents) LinkHealth(*link.Link) { (*Node)(e).setAdjacency() }
