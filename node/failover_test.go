@@ -8,6 +8,7 @@ import (
 
 	"burrow/flood"
 	"burrow/l2"
+	"burrow/link"
 )
 
 // ringOfSuccessors links n nodes, in node-ID order, each to its next s
@@ -282,26 +283,37 @@ func TestADirectLinkTakesOverAFlowLearnedAcrossABridge(t *testing.T) {
 	}
 }
 
-// A link being retired carries no flow, not even one to the bridge at its
-// other end: the peer tears it down a drain later, or already did when
-// its word that it closes was lost, and the frames would vanish.
-func TestAFlowDoesNotTakeARetiringLinkToItsBridge(t *testing.T) {
-	w, a, b, m := acrossABridge(t)
+// linkedButLearnedAcrossABridge is acrossABridge with a link up between a
+// and b, while a still has b's MAC behind m, where it learned it: ab and
+// am are a's links to b and m.
+func linkedButLearnedAcrossABridge(t *testing.T) (w *testNet, a, b, m *testNode, ab, am *link.Link) {
+	w, a, b, m = acrossABridge(t)
 	w.connect(slices.Index(w.nodes, a), slices.Index(w.nodes, b))
 	w.advance(time.Second, 100*time.Millisecond)
-	ab, am := a.node.Links().Links()[b.node.Self()], a.node.Links().Links()[m.node.Self()]
+	ab, am = a.node.Links().Links()[b.node.Self()], a.node.Links().Links()[m.node.Self()]
 	if ab == nil || !ab.Up() || am == nil || !am.Up() {
 		t.Fatalf("%s lacks a link up to %s or %s", a.name, b.name, m.name)
 	}
 	a.node.learnMAC(b.mac, flood.Port(am.Port), b.node.Self(), w.now)
+	return w, a, b, m, ab, am
+}
+
+// A link being retired carries no flow, not even one to the bridge at its
+// other end: the peer tears it down a drain later, or already did when
+// its word that it closes was lost, and the frames would vanish.
+func TestAFlowDoesNotTakeARetiringLinkToItsBridge(t *testing.T) {
+	w, a, b, m, ab, am := linkedButLearnedAcrossABridge(t)
 	a.node.retire(ab, a.node.peer(b.node.Self()), w.now)
-	toB := ab.Counters.TxPackets.Load()
+	toB, toM := ab.Counters.TxPackets.Load(), am.Counters.TxPackets.Load()
 	got, _ := conversation(w, a, b, 100*time.Millisecond, "retiring", false)
 	if lost(got) != 0 {
 		t.Fatalf("%d of %d frames lost while the link retires", lost(got), len(got))
 	}
 	if n := ab.Counters.TxPackets.Load() - toB; n != 0 {
 		t.Errorf("%s sent %d datagrams over the link it retires, for %d frames", a.name, n, len(got))
+	}
+	if n := am.Counters.TxPackets.Load() - toM; n < uint64(len(got)) {
+		t.Errorf("%s sent %d datagrams to %s, where it learned %s's MAC, for %d frames", a.name, n, m.name, b.name, len(got))
 	}
 }
 
@@ -310,14 +322,7 @@ func TestAFlowDoesNotTakeARetiringLinkToItsBridge(t *testing.T) {
 // up: the two would pass it to and fro. It goes the way the MAC was
 // learned.
 func TestAFrameFromItsDestinationsBridgeDoesNotGoBack(t *testing.T) {
-	w, a, b, m := acrossABridge(t)
-	w.connect(slices.Index(w.nodes, a), slices.Index(w.nodes, b))
-	w.advance(time.Second, 100*time.Millisecond)
-	ab, am := a.node.Links().Links()[b.node.Self()], a.node.Links().Links()[m.node.Self()]
-	if ab == nil || !ab.Up() || am == nil || !am.Up() {
-		t.Fatalf("%s lacks a link up to %s or %s", a.name, b.name, m.name)
-	}
-	a.node.learnMAC(b.mac, flood.Port(am.Port), b.node.Self(), w.now)
+	w, a, b, m, ab, am := linkedButLearnedAcrossABridge(t)
 	toB, toM := ab.Counters.TxPackets.Load(), am.Counters.TxPackets.Load()
 	host := l2.MAC{0x02, 0, 0, 0, 0xbe, 0xef}
 	a.node.switchFrame(ab.Port, ethFrame(b.mac, host, "stale"), l2.Offload{}, b.node.Self(), false, w.now)
