@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"burrow/firewall"
 	"burrow/flood"
@@ -35,6 +36,10 @@ const (
 	// pairs' shares: the core must tick soon to release them, should no
 	// more traffic pass through the data path to do it.
 	EventRelayWaiting
+	// EventUncertified says the firewall refused a frame to or from a
+	// host behind the bridge Origin for want of Origin's certificate: a
+	// rule names members, and no link to Origin is up.
+	EventUncertified
 )
 
 // Event is work for the core. Data is owned by the event.
@@ -57,7 +62,10 @@ type Dataplane struct {
 	relay *relayBudget
 	gate  *sourceGate
 	fw    *firewall.Firewall // nil: every frame passes
-	trace Trace
+	// askedCertificate is when the data path last told the core of a
+	// frame refused for want of a certificate (EventUncertified).
+	askedCertificate atomic.Int64
+	trace            Trace
 }
 
 // FrameSink receives frames for the local TAP.
@@ -173,7 +181,7 @@ func (d *Dataplane) FromTAP(w *Worker, hdr l2.VirtioNetHdr, frame []byte, now in
 		return
 	}
 	r := known.route
-	if d.fw != nil && !d.fw.Allow(firewall.Outbound, frame, s.member(r.root), now) {
+	if !d.allows(w, s, firewall.Outbound, frame, r.root, now) {
 		return
 	}
 	r.touch(now)
@@ -534,7 +542,34 @@ func (d *Dataplane) admits(w *Worker, s *snapshot, frame []byte, off l2.Offload,
 	if !d.stats.bound(v) {
 		return false
 	}
-	return d.fw == nil || d.fw.Allow(firewall.Inbound, frame, s.member(origin), now)
+	return d.allows(w, s, firewall.Inbound, frame, origin, now)
+}
+
+// certificateAskEvery spaces the data path's EventUncertified: the core
+// asks each bridge for a link at most once per requestTimeout anyway, and
+// a member sending refused frames by the thousand must not fill its queue.
+const certificateAskEvery = 100 * time.Millisecond
+
+// allows is the firewall's word on a frame to or from a host behind
+// bridge. A refusal for want of the bridge's certificate has the core ask
+// the bridge for a link, as it does for the frames it judges itself: the
+// next try may then match a rule by its certificate. Without it, a
+// connection whose first segment met a flow here waited for a retry that
+// happened to reach the core.
+func (d *Dataplane) allows(w *Worker, s *snapshot, dir firewall.Direction, frame []byte, bridge nid.ID, now int64) bool {
+	if d.fw == nil {
+		return true
+	}
+	m := s.member(bridge)
+	if d.fw.Allow(dir, frame, m, now) {
+		return true
+	}
+	if m.Name == "" && bridge != (nid.ID{}) && d.fw.NamesMembers(dir) {
+		if last := d.askedCertificate.Load(); now-last >= int64(certificateAskEvery) && d.askedCertificate.CompareAndSwap(last, now) {
+			w.Slow(Event{Kind: EventUncertified, Origin: bridge})
+		}
+	}
+	return false
 }
 
 // admitsFlood is admits for a broadcast from a host behind bridge origin.

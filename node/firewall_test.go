@@ -2,6 +2,7 @@ package node
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -11,6 +12,7 @@ import (
 
 	"burrow/firewall"
 	"burrow/l2"
+	"burrow/overlay"
 )
 
 // tcpFrame is an Ethernet frame with an IPv4 TCP segment ending in payload.
@@ -147,5 +149,63 @@ func TestAMemberCannotUseAnothersCertifiedAddress(t *testing.T) {
 	advertise(v, netip.MustParseAddr("fe80::81"))
 	if got := advertised(); got != 1 {
 		t.Fatalf("n's TAP got %d of v's advertisements of its own address, want 1", got)
+	}
+}
+
+// A frame the firewall refuses in the data path for want of its sender's
+// certificate (a rule names a group, and no link to the sender's bridge
+// is up) has the node ask that bridge for a link, as a refusal in the
+// core does: the sender's next try then matches the rule. Here the first
+// frame, which nothing refuses, installs the flow; the first TCP segment
+// on it is refused by the data path.
+func TestARefusalInTheDataPathForWantOfACertificateAsksForALink(t *testing.T) {
+	policy := firewall.Policy{OtherEthertypes: true, Inbound: []firewall.Rule{
+		{Proto: firewall.ProtoTCP, FirstPort: 5432, LastPort: 5432, Groups: []string{"app"}, ICMPType: firewall.AnyICMPType},
+	}, Outbound: []firewall.Rule{{Proto: firewall.ProtoAny, ICMPType: firewall.AnyICMPType}}}
+	w := &testNet{t: t, now: time.Unix(1_000_000, 0), byAddr: map[netip.AddrPort]*testNode{}, down: map[*testNode]bool{}, keys: map[string][32]byte{},
+		groups: map[string][]string{}, firewalls: map[string]*firewall.Firewall{}}
+	var first netip.AddrPort
+	for i := range 8 {
+		name := fmt.Sprintf("n%d", i)
+		w.groups[name], w.firewalls[name] = []string{"app"}, firewall.New(policy)
+		cfg := OverlayConfig{Params: overlay.Params{Successors: 1}, OnDemand: OnDemandConfig{Enabled: true}}
+		if i > 0 {
+			cfg.Bootstrap = []netip.AddrPort{first}
+		}
+		if n := w.add(name, 1100+uint64(i), cfg); i == 0 {
+			first = n.addr
+		}
+	}
+	w.settle(t, 30*time.Second)
+	w.quiet(t, 5*time.Second, 2*time.Minute)
+	live := w.live()
+	app, db := live[1], live[4] // two steps apart at least: no link between them
+	if db.node.upLink(app.node.Self()) != nil {
+		t.Fatalf("%s and %s keep a link: the ring does not test what it should", app.name, db.name)
+	}
+	appIP, dbIP := netip.MustParseAddr("10.9.0.7"), netip.MustParseAddr("10.9.0.5")
+	db.fromTAP(ethFrame(l2.Broadcast, db.mac, "db is here"))
+	app.fromTAP(ethFrame(db.mac, app.mac, "hello"))
+	if db.countTAP("hello") != 1 {
+		t.Fatalf("%s did not get the frame that installs the flow", db.name)
+	}
+	if db.node.upLink(app.node.Self()) != nil {
+		t.Fatal("a frame the firewall let through opened a link")
+	}
+	handed := db.handed[EventUncertified]
+	app.fromTAP(tcpFrame(db.mac, app.mac, appIP, dbIP, 40000, 5432, "syn"))
+	if db.countTAP("syn") != 0 {
+		t.Fatalf("%s's firewall let a segment through from a member it has no certificate of", db.name)
+	}
+	if db.handed[EventUncertified] == handed {
+		t.Fatalf("%s's data path refused the segment without telling the core", db.name)
+	}
+	w.advance(time.Second, 50*time.Millisecond)
+	if db.node.upLink(app.node.Self()) == nil {
+		t.Fatalf("%s asked %s for no link after refusing its segment", db.name, app.name)
+	}
+	app.fromTAP(tcpFrame(db.mac, app.mac, appIP, dbIP, 40000, 5432, "syn again"))
+	if db.countTAP("syn again") != 1 {
+		t.Fatalf("%s refused the segment again with a link to %s up", db.name, app.name)
 	}
 }

@@ -235,6 +235,8 @@ func (n *Node) Handle(ev Event, now time.Time) {
 		if l := n.links.LinkByPort(ev.Port); l != nil {
 			n.links.Suspect(l, now)
 		}
+	case EventUncertified:
+		n.openOnDemandLink(ev.Origin, now)
 	case EventUnjudged:
 		n.holdFrame(heldFrame{frame: ev.Data, off: ev.Offload, origin: ev.Origin}, ev.Addr, now)
 	case EventRelayWaiting:
