@@ -49,8 +49,11 @@ type Table struct {
 	maxAge  time.Duration
 
 	slotOf map[l2.MAC]int32
-	slots  []slot // slots[0] is unused so that index 0 can mean "none"
-	free   int32  // first released slot, the rest chained through byAge
+	// pages hold the slots, slotsPerPage each; slot 0 is unused so that
+	// index 0 can mean "none". used counts the slots handed out so far.
+	pages []*slotPage
+	used  int32
+	free  int32 // first released slot, the rest chained through byAge
 
 	age   list // every entry, most recently seen first
 	roots map[nid.ID]list
@@ -108,7 +111,7 @@ func NewTable(maxMACs int, maxAge time.Duration) *Table {
 		maxMACs: maxMACs,
 		maxAge:  maxAge,
 		slotOf:  make(map[l2.MAC]int32),
-		slots:   make([]slot, 1),
+		used:    1,
 		roots:   make(map[nid.ID]list),
 		ports:   make(map[Port]list),
 	}
@@ -130,14 +133,14 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 		}
 		i = t.alloc()
 		t.slotOf[mac] = i
-		t.slots[i] = slot{mac: mac, port: port, root: root, seen: now.UnixNano()}
+		*t.slot(i) = slot{mac: mac, port: port, root: root, seen: now.UnixNano()}
 		t.push(&t.age, byAge, i)
 		join(t, t.roots, root, byRoot, i)
 		join(t, t.ports, port, byPort, i)
 		t.note(i)
 		return true
 	}
-	e := &t.slots[i]
+	e := t.slot(i)
 	if e.root != root {
 		leave(t, t.roots, e.root, byRoot, i)
 		join(t, t.roots, root, byRoot, i)
@@ -159,8 +162,8 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 
 // Each calls f for every entry, in no particular order.
 func (t *Table) Each(f func(mac l2.MAC, e Entry)) {
-	for i := t.age.head; i != none; i = t.slots[i].links[byAge].next {
-		f(t.slots[i].mac, t.slots[i].entry())
+	for i := t.age.head; i != none; i = t.slot(i).links[byAge].next {
+		f(t.slot(i).mac, t.slot(i).entry())
 	}
 }
 
@@ -170,7 +173,7 @@ func (t *Table) Lookup(mac l2.MAC) (Entry, bool) {
 	if !ok {
 		return Entry{}, false
 	}
-	return t.slots[i].entry(), true
+	return t.slot(i).entry(), true
 }
 
 // RootOf returns the bridge mac sits behind.
@@ -179,14 +182,14 @@ func (t *Table) RootOf(mac l2.MAC) (nid.ID, bool) {
 	if !ok {
 		return nid.ID{}, false
 	}
-	return t.slots[i].root, true
+	return t.slot(i).root, true
 }
 
 // Leaves appends to dst the MACs known to sit behind root, in no particular
 // order.
 func (t *Table) Leaves(root nid.ID, dst []l2.MAC) []l2.MAC {
-	for i := t.roots[root].head; i != none; i = t.slots[i].links[byRoot].next {
-		dst = append(dst, t.slots[i].mac)
+	for i := t.roots[root].head; i != none; i = t.slot(i).links[byRoot].next {
+		dst = append(dst, t.slot(i).mac)
 	}
 	return dst
 }
@@ -207,7 +210,7 @@ func (t *Table) Forget(mac l2.MAC) bool {
 func (t *Table) Reroute(port Port) int {
 	n := 0
 	for i := t.ports[port].head; i != none; {
-		s := &t.slots[i]
+		s := t.slot(i)
 		next := s.links[byPort].next
 		if s.root == (nid.ID{}) {
 			t.remove(i)
@@ -227,7 +230,7 @@ func (t *Table) Reroute(port Port) int {
 // returns how many there were.
 func (t *Table) Expire(now time.Time) int {
 	n := 0
-	for i := t.age.tail; i != none && now.UnixNano()-t.slots[i].seen >= int64(t.maxAge); n++ {
+	for i := t.age.tail; i != none && now.UnixNano()-t.slot(i).seen >= int64(t.maxAge); n++ {
 		t.remove(i)
 		i = t.age.tail
 	}
@@ -247,7 +250,7 @@ func (t *Table) Changes() ([]l2.MAC, bool) { return t.changes, !t.changesLost }
 func (t *Table) ClearChanges() {
 	for _, mac := range t.changes {
 		if i, ok := t.slotOf[mac]; ok {
-			t.slots[i].noted = false
+			t.slot(i).noted = false
 		}
 	}
 	t.changes, t.changesLost = t.changes[:0], false
@@ -255,7 +258,7 @@ func (t *Table) ClearChanges() {
 
 // note records that the entry in slot i changed.
 func (t *Table) note(i int32) {
-	s := &t.slots[i]
+	s := t.slot(i)
 	if s.noted || t.changesLost {
 		return
 	}
@@ -275,16 +278,34 @@ func (t *Table) Roots() int { return len(t.roots) }
 
 func (t *Table) alloc() int32 {
 	if i := t.free; i != none {
-		t.free = t.slots[i].links[byAge].next
+		t.free = t.slot(i).links[byAge].next
 		return i
 	}
-	t.slots = append(t.slots, slot{})
-	return int32(len(t.slots) - 1)
+	i := t.used
+	if int(i>>slotPageBits) == len(t.pages) {
+		t.pages = append(t.pages, new(slotPage))
+	}
+	t.used++
+	return i
+}
+
+// slotPageBits sizes the pages slots are allocated in: 32 slots of 64
+// bytes. A table grows a page at a time, with nothing copied and less
+// than a page to spare; grown as one slice, doubling, the tables of a
+// simulation's nodes that had just learned a few hundred MACs each held
+// up to twice the room they used, and the copies they left were garbage.
+const slotPageBits = 5
+
+type slotPage [1 << slotPageBits]slot
+
+// slot is the slot at index i.
+func (t *Table) slot(i int32) *slot {
+	return &t.pages[i>>slotPageBits][i&(1<<slotPageBits-1)]
 }
 
 func (t *Table) remove(i int32) {
 	t.note(i)
-	s := &t.slots[i]
+	s := t.slot(i)
 	delete(t.slotOf, s.mac)
 	t.unlink(&t.age, byAge, i)
 	leave(t, t.roots, s.root, byRoot, i)
@@ -294,9 +315,9 @@ func (t *Table) remove(i int32) {
 }
 
 func (t *Table) push(l *list, c chain, i int32) {
-	t.slots[i].links[c] = links{prev: none, next: l.head}
+	t.slot(i).links[c] = links{prev: none, next: l.head}
 	if l.head != none {
-		t.slots[l.head].links[c].prev = i
+		t.slot(l.head).links[c].prev = i
 	} else {
 		l.tail = i
 	}
@@ -304,14 +325,14 @@ func (t *Table) push(l *list, c chain, i int32) {
 }
 
 func (t *Table) unlink(l *list, c chain, i int32) {
-	at := t.slots[i].links[c]
+	at := t.slot(i).links[c]
 	if at.prev != none {
-		t.slots[at.prev].links[c].next = at.next
+		t.slot(at.prev).links[c].next = at.next
 	} else {
 		l.head = at.next
 	}
 	if at.next != none {
-		t.slots[at.next].links[c].prev = at.prev
+		t.slot(at.next).links[c].prev = at.prev
 	} else {
 		l.tail = at.prev
 	}

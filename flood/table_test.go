@@ -162,8 +162,8 @@ func TestRandomMACFloodStaysBounded(t *testing.T) {
 		m[0] &^= 1
 		tab.Learn(m, Port(1+i%8), nid.ID{byte(i)}, epoch.Add(time.Duration(i)))
 	}
-	if tab.Len() != limit || len(tab.slots) > limit+1 {
-		t.Fatalf("Len %d with %d slots after the flood, want %d", tab.Len(), len(tab.slots), limit)
+	if tab.Len() != limit || tab.used > limit+1 {
+		t.Fatalf("Len %d with %d slots after the flood, want %d", tab.Len(), tab.used, limit)
 	}
 	if tab.Roots() > limit {
 		t.Fatalf("%d roots for %d entries", tab.Roots(), limit)
@@ -396,5 +396,18 @@ func BenchmarkLookup(b *testing.B) {
 			b.Fatal("miss")
 		}
 		i++
+	}
+}
+
+// A table grows a page of slots at a time: a few hundred MACs learned
+// leave less than a page spare, where a doubling slice left up to as
+// many slots unused as were used.
+func TestATableGrowsAPageAtATime(t *testing.T) {
+	tab := NewTable(1000, time.Minute)
+	for i := range 300 {
+		tab.Learn(mac(i), 1, nid.ID{byte(i)}, epoch)
+	}
+	if room := len(tab.pages) << slotPageBits; room-int(tab.used) >= 1<<slotPageBits {
+		t.Fatalf("%d slots of room for %d used", room, tab.used)
 	}
 }
