@@ -38,11 +38,14 @@ type Entry struct {
 // evicts the least recently seen entry in O(1), so a flood of random source
 // MACs can neither grow memory past maxMACs nor slow learning down; it can
 // only push out idle entries, which traffic then re-learns. Expire and
-// Reroute cost O(1) per entry they touch and Leaves O(1) per returned MAC.
+// Reroute cost O(1) per entry they touch; Leaves, which a bridge asks
+// only of itself when a link comes up, reads every entry.
 //
-// Entries live in one slice and are threaded on three doubly-linked lists by
-// index: all entries from most to least recently seen, the entries of each
-// root, and the entries of each port. Times passed to Learn and Expire must
+// Entries live in pages of slots and are threaded on two doubly-linked
+// lists by index: all entries from most to least recently seen, and the
+// entries of each port. No list per root: every node learns a MAC from
+// each host that broadcasts, each behind its own bridge, and a list per
+// root cost a map entry per MAC. Times passed to Learn and Expire must
 // not go backwards.
 type Table struct {
 	maxMACs int
@@ -56,7 +59,6 @@ type Table struct {
 	free  int32 // first released slot, the rest chained through byAge
 
 	age   list // every entry, most recently seen first
-	roots map[nid.ID]list
 	ports map[Port]list
 
 	// changes are the MACs whose entries were learned, moved, refreshed
@@ -73,7 +75,6 @@ type chain int
 
 const (
 	byAge chain = iota
-	byRoot
 	byPort
 	numChains
 )
@@ -84,7 +85,7 @@ type list struct{ head, tail int32 }
 
 type links struct{ prev, next int32 }
 
-// slot holds an Entry in 64 bytes rather than 80: its time as Unix
+// slot holds an Entry in 56 bytes rather than 80: its time as Unix
 // nanoseconds. Every node learns a MAC from each host that broadcasts,
 // so in a large network the learning tables are a large part of a node.
 type slot struct {
@@ -112,7 +113,6 @@ func NewTable(maxMACs int, maxAge time.Duration) *Table {
 		maxAge:  maxAge,
 		slotOf:  make(map[l2.MAC]int32),
 		used:    1,
-		roots:   make(map[nid.ID]list),
 		ports:   make(map[Port]list),
 	}
 }
@@ -135,15 +135,12 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 		t.slotOf[mac] = i
 		*t.slot(i) = slot{mac: mac, port: port, root: root, seen: now.UnixNano()}
 		t.push(&t.age, byAge, i)
-		join(t, t.roots, root, byRoot, i)
 		join(t, t.ports, port, byPort, i)
 		t.note(i)
 		return true
 	}
 	e := t.slot(i)
 	if e.root != root {
-		leave(t, t.roots, e.root, byRoot, i)
-		join(t, t.roots, root, byRoot, i)
 		e.root = root
 		changed = true
 	}
@@ -188,8 +185,10 @@ func (t *Table) RootOf(mac l2.MAC) (nid.ID, bool) {
 // Leaves appends to dst the MACs known to sit behind root, in no particular
 // order.
 func (t *Table) Leaves(root nid.ID, dst []l2.MAC) []l2.MAC {
-	for i := t.roots[root].head; i != none; i = t.slot(i).links[byRoot].next {
-		dst = append(dst, t.slot(i).mac)
+	for i := t.age.head; i != none; i = t.slot(i).links[byAge].next {
+		if s := t.slot(i); s.root == root {
+			dst = append(dst, s.mac)
+		}
 	}
 	return dst
 }
@@ -273,9 +272,6 @@ func (t *Table) note(i int32) {
 // minTrackedChanges keeps a nearly empty table tracking changes.
 const minTrackedChanges = 16
 
-// Roots is the number of bridges with at least one known leaf.
-func (t *Table) Roots() int { return len(t.roots) }
-
 func (t *Table) alloc() int32 {
 	if i := t.free; i != none {
 		t.free = t.slot(i).links[byAge].next
@@ -308,7 +304,6 @@ func (t *Table) remove(i int32) {
 	s := t.slot(i)
 	delete(t.slotOf, s.mac)
 	t.unlink(&t.age, byAge, i)
-	leave(t, t.roots, s.root, byRoot, i)
 	leave(t, t.ports, s.port, byPort, i)
 	*s = slot{links: [numChains]links{byAge: {next: t.free}}}
 	t.free = i
