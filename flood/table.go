@@ -52,8 +52,8 @@ type Table struct {
 	maxAge  time.Duration
 
 	slotOf map[l2.MAC]int32
-	// pages hold the slots, slotsPerPage each; slot 0 is unused so that
-	// index 0 can mean "none". used counts the slots handed out so far.
+	// pages hold the slots, 1<<slotPageBits each; slot 0 is unused so
+	// that index 0 can mean "none". used counts the slots handed out.
 	pages []*slotPage
 	used  int32
 	free  int32 // first released slot, the rest chained through byAge
@@ -159,8 +159,10 @@ func (t *Table) Learn(mac l2.MAC, port Port, root nid.ID, now time.Time) (change
 
 // Each calls f for every entry, in no particular order.
 func (t *Table) Each(f func(mac l2.MAC, e Entry)) {
-	for i := t.age.head; i != none; i = t.slot(i).links[byAge].next {
-		f(t.slot(i).mac, t.slot(i).entry())
+	for i := t.age.head; i != none; {
+		s := t.slot(i)
+		f(s.mac, s.entry())
+		i = s.links[byAge].next
 	}
 }
 
@@ -285,7 +287,7 @@ func (t *Table) alloc() int32 {
 	return i
 }
 
-// slotPageBits sizes the pages slots are allocated in: 32 slots of 64
+// slotPageBits sizes the pages slots are allocated in: 32 slots of 56
 // bytes. A table grows a page at a time, with nothing copied and less
 // than a page to spare; grown as one slice, doubling, the tables of a
 // simulation's nodes that had just learned a few hundred MACs each held

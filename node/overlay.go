@@ -257,7 +257,7 @@ func (o *overlayState) jitter(d time.Duration) time.Duration {
 func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 	o := &n.ov
 	ps := n.peer(l.Peer.ID)
-	ps.closing, ps.closingSaid, ps.closingHeard = false, time.Time{}, false
+	ps.keep()
 	if o.formation.firstLink.IsZero() {
 		o.formation.firstLink = now
 	}

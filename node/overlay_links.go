@@ -249,9 +249,15 @@ func (n *Node) retire(l *link.Link, ps *peerState, now time.Time) {
 
 // unretire takes a retiring link back into use.
 func (n *Node) unretire(ps *peerState) {
-	ps.closing, ps.retireAt, ps.unwanted = false, time.Time{}, time.Time{}
-	ps.closingSaid, ps.closingHeard = time.Time{}, false
+	ps.keep()
+	ps.unwanted = time.Time{}
 	n.setAdjacency()
+}
+
+// keep forgets that the link to ps's peer was being closed, by either end.
+func (ps *peerState) keep() {
+	ps.closing, ps.retireAt = false, time.Time{}
+	ps.closingSaid, ps.closingHeard = time.Time{}, false
 }
 
 // newSessionSince reports whether l has a session from a handshake after t.

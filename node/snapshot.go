@@ -122,7 +122,7 @@ const routedPort = uint32(flood.RoutedPort)
 // stops answering — CBL2's fast-failover group, precomputed.
 type route struct {
 	*flow
-	via    *port // the link to root if up (and not the flow's way in), else the port of out: nil for the local TAP and routed flows
+	via    *port // the link to root while floods cross it (and not the flow's way in), else the port of out: nil for the local TAP and routed flows
 	backup hop
 }
 
