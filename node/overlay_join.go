@@ -42,8 +42,8 @@ func (n *Node) buried(id nid.ID, now time.Time) {
 // that this node holds dead: one killed and started again is ignored in
 // others' lists for deadMemory, while the successor has taken it back. A
 // link coming up proves it alive (overlayLinkUp forgets the burial and
-// offers it to the view); the dial is no peer's, so the overlay's
-// reconciling leaves it be until it ends.
+// offers it to the view, and ends the dial); the dial is no peer's, so
+// the overlay's reconciling leaves it be until then.
 func (n *Node) checkBuried(list []overlay.Info, now time.Time) {
 	for _, in := range list {
 		if until, dead := n.ov.dead[in.ID]; !dead || !now.Before(until) || n.links.Links()[in.ID] != nil ||
@@ -51,7 +51,7 @@ func (n *Node) checkBuried(list []overlay.Info, now time.Time) {
 			continue
 		}
 		if c := n.candidates(in); len(c) > 0 {
-			n.links.AddDial(c, link.DialOptions{Peer: in.ID, Attempts: 1}, now)
+			n.ov.revivals = append(n.ov.revivals, n.links.AddDial(c, link.DialOptions{Peer: in.ID, Attempts: 1}, now))
 		}
 	}
 }

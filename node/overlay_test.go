@@ -600,6 +600,65 @@ func TestARestartedNodeIsTakenBackBeforeItsBurialLapses(t *testing.T) {
 	t.Fatalf("%v after the restart, %s's successors are %v, want %s second", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
 }
 
+// The same for a node's first successor, which after its restart is the
+// predecessor the node's new successor names, not one of that one's
+// successors: the link it makes as it joins proves it alive.
+func TestARestartedSuccessorIsTakenBackBeforeItsBurialLapses(t *testing.T) {
+	w := newOverlayNet(t, 10, 52, overlay.Params{Successors: 2, LongDistance: 1})
+	w.settle(t, 60*time.Second)
+	live := w.live()
+	at := slices.IndexFunc(live, func(n *testNode) bool { return n == w.nodes[0] })
+	victim, before := live[(at+5)%len(live)], live[(at+4)%len(live)]
+	w.down[victim] = true
+	w.advance(10*time.Second, 250*time.Millisecond)
+	if _, dead := before.node.ov.dead[victim.node.Self()]; !dead {
+		t.Fatalf("%s did not bury %s, its successor", before.name, victim.name)
+	}
+	w.restart(victim)
+	restarted := w.now
+	for w.now.Sub(restarted) < deadMemory/2 {
+		w.advance(500*time.Millisecond, 250*time.Millisecond)
+		if succ := before.node.ov.ring.Successors(1); len(succ) == 1 && succ[0].ID == victim.node.Self() {
+			t.Logf("%s took %s back %v after its restart", before.name, victim.name, w.now.Sub(restarted))
+			return
+		}
+	}
+	t.Fatalf("%v after the restart, %s's successors are %v, want %s first", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
+}
+
+// The dial that takes a buried node back ends with the link it made: a
+// dial left standing dials again as soon as the link is gone. In a soak of
+// 256 daemons, the link from a node to one it had buried, listed but not
+// wanted (beyond its own successors), was closed as not needed and dialed
+// again within milliseconds, every 4 s, for minutes.
+func TestABuriedNodeTakenBackIsNotDialedAgainOnceItsLinkCloses(t *testing.T) {
+	w := newSettledOverlayNet(t, 12, 52, overlay.Params{Successors: 2})
+	live := w.live()
+	before, listed := live[0], live[4] // listed by before's successor, not wanted by before
+	id := listed.node.Self()
+	if before.node.upLink(id) != nil {
+		t.Fatalf("%s already has a link to %s", before.name, listed.name)
+	}
+	before.node.buried(id, w.now)
+	ups, wasUp := 0, false
+	for range 120 {
+		w.advance(250*time.Millisecond, 250*time.Millisecond)
+		up := before.node.upLink(id) != nil
+		if up && !wasUp {
+			ups++
+		}
+		wasUp = up
+	}
+	if ups != 1 {
+		t.Fatalf("the link from %s to %s came up %d times in 30 s, want once", before.name, listed.name, ups)
+	}
+	for _, d := range before.node.links.Dials() {
+		if d.Peer == id {
+			t.Fatalf("%s still dials %s after its link closed", before.name, listed.name)
+		}
+	}
+}
+
 // The overlay's timed work — a long-distance request to retry, a drained
 // link to tear down — is part of NextDeadline. A driver ticks at the
 // deadline, and with keepalives in rounds an idle node is ticked about
