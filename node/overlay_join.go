@@ -39,8 +39,9 @@ func (n *Node) buried(id nid.ID, now time.Time) {
 }
 
 // checkBuried dials the nodes the successor lists as its own neighbours
-// that this node holds dead: one killed and started again is ignored in
-// others' lists for deadMemory, while the successor has taken it back. A
+// (its successors, or a predecessor between the two) that this node holds
+// dead: one killed and started again is ignored in others' lists for
+// deadMemory, while the successor has taken it back. A
 // link coming up proves it alive (overlayLinkUp forgets the burial and
 // offers it to the view, and ends the dial); the dial is no peer's, so
 // the overlay's reconciling leaves it be until then.

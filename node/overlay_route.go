@@ -182,6 +182,9 @@ func (n *Node) deliver(m *overlay.Message, from *link.Link, now time.Time) {
 		if m.Type == overlay.Successors {
 			if fromSuccessor {
 				n.checkBuried(m.Successors, now)
+				if nid.InOpen(m.Pred.ID, n.self, m.Origin) {
+					n.checkBuried([]overlay.Info{m.Pred}, now)
+				}
 			}
 			if m.Own {
 				news = o.ring.Prune(m.Origin, m.Successors, func(id nid.ID) bool { return n.upLink(id) != nil }) || news

@@ -626,6 +626,36 @@ func TestARestartedSuccessorIsTakenBackBeforeItsBurialLapses(t *testing.T) {
 	t.Fatalf("%v after the restart, %s's successors are %v, want %s first", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
 }
 
+// A node whose successor names as its predecessor a node it buried, one
+// between the two, dials that node to see. In a soak of 256 daemons, a
+// node killed and started again 5 s later took for its predecessor a node
+// before the true one, linked to it, and so never told the true one of
+// itself; that one held it dead and passed it by until the burial lapsed,
+// 33 s in which the ring was not whole. Here the victim forgets its
+// predecessor and takes the linked node before it instead.
+func TestANodeTakesBackTheRestartedSuccessorItsSuccessorNames(t *testing.T) {
+	w := newSettledOverlayNet(t, 12, 52, overlay.Params{Successors: 2})
+	live := w.live()
+	before, victim, after := live[3], live[4], live[5]
+	for _, pair := range [][2]*testNode{{before, victim}, {victim, before}} {
+		if l := pair[0].node.upLink(pair[1].node.Self()); l != nil {
+			pair[0].node.links.Down(l, "test")
+		}
+	}
+	before.node.buried(victim.node.Self(), w.now)
+	victim.node.ov.ring.Forget(before.node.Self())
+	victim.node.consider(live[2].node.selfInfo(), w.now)
+	start := w.now
+	for w.now.Sub(start) < deadMemory/2 {
+		w.advance(250*time.Millisecond, 250*time.Millisecond)
+		if succ := before.node.ov.ring.Successors(1); len(succ) == 1 && succ[0].ID == victim.node.Self() {
+			t.Logf("%s took %s back after %v", before.name, victim.name, w.now.Sub(start))
+			return
+		}
+	}
+	t.Fatalf("%v later, %s's successors are %v, want %s first (%s names it as its predecessor)", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name, after.name)
+}
+
 // The dial that takes a buried node back ends with the link it made: a
 // dial left standing dials again as soon as the link is gone. In a soak of
 // 256 daemons, the link from a node to one it had buried, listed but not
