@@ -577,53 +577,54 @@ func TestTargetsTheSuccessorsHoldAreNotAskedFor(t *testing.T) {
 // successor it stabilizes with lists the node as linked again, it dials
 // the node, and the link coming up proves it alive.
 func TestARestartedNodeIsTakenBackBeforeItsBurialLapses(t *testing.T) {
-	w := newOverlayNet(t, 10, 52, overlay.Params{Successors: 2, LongDistance: 1})
-	w.settle(t, 60*time.Second)
-	live := w.live()
-	at := slices.IndexFunc(live, func(n *testNode) bool { return n == w.nodes[0] })
-	// Not the node everyone bootstrapped from: it has no one to rejoin.
-	victim, before := live[(at+5)%len(live)], live[(at+3)%len(live)]
-	w.down[victim] = true
-	w.advance(10*time.Second, 250*time.Millisecond)
-	if _, dead := before.node.ov.dead[victim.node.Self()]; !dead {
-		t.Fatalf("%s did not bury %s, two places after it", before.name, victim.name)
-	}
-	w.restart(victim)
-	restarted := w.now
-	for w.now.Sub(restarted) < deadMemory/2 {
-		w.advance(500*time.Millisecond, 250*time.Millisecond)
-		if succ := before.node.ov.ring.Successors(2); len(succ) == 2 && succ[1].ID == victim.node.Self() {
-			t.Logf("%s took %s back %v after its restart", before.name, victim.name, w.now.Sub(restarted))
-			return
-		}
-	}
-	t.Fatalf("%v after the restart, %s's successors are %v, want %s second", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
+	w, live, at := newRestartNet(t)
+	buryAndRestart(t, w, live[(at+3)%len(live)], live[(at+5)%len(live)])
+	expectTakenBack(t, w, live[(at+3)%len(live)], live[(at+5)%len(live)], 2)
 }
 
 // The same for a node's first successor, which after its restart is the
 // predecessor the node's new successor names, not one of that one's
 // successors: the link it makes as it joins proves it alive.
 func TestARestartedSuccessorIsTakenBackBeforeItsBurialLapses(t *testing.T) {
+	w, live, at := newRestartNet(t)
+	buryAndRestart(t, w, live[(at+4)%len(live)], live[(at+5)%len(live)])
+	expectTakenBack(t, w, live[(at+4)%len(live)], live[(at+5)%len(live)], 1)
+}
+
+// newRestartNet is a ring of 10 nodes in order, with the index in it of
+// the node everyone bootstrapped from, which has no one to rejoin through.
+func newRestartNet(t *testing.T) (*testNet, []*testNode, int) {
 	w := newOverlayNet(t, 10, 52, overlay.Params{Successors: 2, LongDistance: 1})
 	w.settle(t, 60*time.Second)
 	live := w.live()
-	at := slices.IndexFunc(live, func(n *testNode) bool { return n == w.nodes[0] })
-	victim, before := live[(at+5)%len(live)], live[(at+4)%len(live)]
+	return w, live, slices.IndexFunc(live, func(n *testNode) bool { return n == w.nodes[0] })
+}
+
+// buryAndRestart kills victim, waits until before buried it, and starts it
+// again.
+func buryAndRestart(t *testing.T, w *testNet, before, victim *testNode) {
+	t.Helper()
 	w.down[victim] = true
 	w.advance(10*time.Second, 250*time.Millisecond)
 	if _, dead := before.node.ov.dead[victim.node.Self()]; !dead {
-		t.Fatalf("%s did not bury %s, its successor", before.name, victim.name)
+		t.Fatalf("%s did not bury %s", before.name, victim.name)
 	}
 	w.restart(victim)
-	restarted := w.now
-	for w.now.Sub(restarted) < deadMemory/2 {
-		w.advance(500*time.Millisecond, 250*time.Millisecond)
-		if succ := before.node.ov.ring.Successors(1); len(succ) == 1 && succ[0].ID == victim.node.Self() {
-			t.Logf("%s took %s back %v after its restart", before.name, victim.name, w.now.Sub(restarted))
+}
+
+// expectTakenBack fails unless before holds victim as its successor at
+// place (1 for the first) within half of deadMemory.
+func expectTakenBack(t *testing.T, w *testNet, before, victim *testNode, place int) {
+	t.Helper()
+	since := w.now
+	for w.now.Sub(since) < deadMemory/2 {
+		w.advance(250*time.Millisecond, 250*time.Millisecond)
+		if succ := before.node.ov.ring.Successors(place); len(succ) == place && succ[place-1].ID == victim.node.Self() {
+			t.Logf("%s took %s back after %v", before.name, victim.name, w.now.Sub(since))
 			return
 		}
 	}
-	t.Fatalf("%v after the restart, %s's successors are %v, want %s first", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name)
+	t.Fatalf("%v later, %s's successors are %v, want %s at place %d", deadMemory/2, before.name, before.node.ov.ring.Successors(place), victim.name, place)
 }
 
 // A node whose successor names as its predecessor a node it buried, one
@@ -636,7 +637,7 @@ func TestARestartedSuccessorIsTakenBackBeforeItsBurialLapses(t *testing.T) {
 func TestANodeTakesBackTheRestartedSuccessorItsSuccessorNames(t *testing.T) {
 	w := newSettledOverlayNet(t, 12, 52, overlay.Params{Successors: 2})
 	live := w.live()
-	before, victim, after := live[3], live[4], live[5]
+	before, victim := live[3], live[4]
 	for _, pair := range [][2]*testNode{{before, victim}, {victim, before}} {
 		if l := pair[0].node.upLink(pair[1].node.Self()); l != nil {
 			pair[0].node.links.Down(l, "test")
@@ -645,15 +646,7 @@ func TestANodeTakesBackTheRestartedSuccessorItsSuccessorNames(t *testing.T) {
 	before.node.buried(victim.node.Self(), w.now)
 	victim.node.ov.ring.Forget(before.node.Self())
 	victim.node.consider(live[2].node.selfInfo(), w.now)
-	start := w.now
-	for w.now.Sub(start) < deadMemory/2 {
-		w.advance(250*time.Millisecond, 250*time.Millisecond)
-		if succ := before.node.ov.ring.Successors(1); len(succ) == 1 && succ[0].ID == victim.node.Self() {
-			t.Logf("%s took %s back after %v", before.name, victim.name, w.now.Sub(start))
-			return
-		}
-	}
-	t.Fatalf("%v later, %s's successors are %v, want %s first (%s names it as its predecessor)", deadMemory/2, before.name, before.node.ov.ring.Successors(2), victim.name, after.name)
+	expectTakenBack(t, w, before, victim, 1)
 }
 
 // The dial that takes a buried node back ends with the link it made: a
