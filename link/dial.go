@@ -18,6 +18,7 @@ type Dial struct {
 	known     bool
 	attempts  int // give up after this many failed attempts; 0 = never
 	tries     int
+	untilUp   bool
 
 	attempt *pending
 	next    time.Time
@@ -35,11 +36,14 @@ type DialOptions struct {
 	// Attempts bounds the failed attempts before the dial is given up and
 	// reported with DialFailed; 0 retries forever.
 	Attempts int
+	// UntilUp ends the dial once a link to Peer is up, whoever dialed: a
+	// dial otherwise stands, and dials again whenever the link closes.
+	UntilUp bool
 }
 
 // AddDial asks for a link to endpoint.
 func (m *Manager) AddDial(endpoints []Endpoint, opts DialOptions, now time.Time) *Dial {
-	d := &Dial{Endpoints: endpoints, Key: opts.Key, attempts: opts.Attempts, next: now, backoff: m.timers.HandshakeRetry}
+	d := &Dial{Endpoints: endpoints, Key: opts.Key, attempts: opts.Attempts, untilUp: opts.UntilUp, next: now, backoff: m.timers.HandshakeRetry}
 	if opts.Key != nil {
 		d.Peer, d.known = nid.FromPublicKey(*opts.Key), true
 	} else if opts.Peer != (nid.ID{}) {
@@ -59,6 +63,16 @@ func (m *Manager) RemoveDial(d *Dial) {
 	}
 	if d.attempt != nil {
 		delete(m.pending, d.attempt.localIndex)
+	}
+}
+
+// endDialsUntilUp drops the dials to peer that stand only until it is
+// linked.
+func (m *Manager) endDialsUntilUp(peer nid.ID) {
+	for _, d := range slices.Clone(m.dials) {
+		if d.untilUp && d.known && d.Peer == peer {
+			m.RemoveDial(d)
+		}
 	}
 }
 

@@ -303,6 +303,7 @@ func (m *Manager) install(peer Peer, boot uint64, s *Session, from Endpoint, p *
 	if l.rekey == p {
 		l.rekey = nil
 	}
+	m.endDialsUntilUp(peer.ID)
 	if s.Confirmed() {
 		m.promote(l, s, now)
 	}

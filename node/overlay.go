@@ -168,15 +168,11 @@ type pendingRequest struct {
 }
 
 type overlayState struct {
-	cfg      OverlayConfig
-	ring     *overlay.Ring
-	peers    map[nid.ID]*peerState
-	ld       []*ldSlot
-	contacts []*contact
-	// revivals are the dials to buried nodes a successor lists
-	// (checkBuried); each ends when its link comes up or it fails, as a
-	// dial left standing would dial again whenever the link closed.
-	revivals   []*link.Dial
+	cfg        OverlayConfig
+	ring       *overlay.Ring
+	peers      map[nid.ID]*peerState
+	ld         []*ldSlot
+	contacts   []*contact
 	requests   map[uint64]pendingRequest
 	remembered []overlay.Info
 	// dead remembers nodes found dead, so that stale successor lists from
@@ -271,13 +267,6 @@ func (n *Node) overlayLinkUp(l *link.Link, now time.Time) {
 		n.links.RemoveDial(ps.dial)
 		ps.dial = nil
 	}
-	o.revivals = slices.DeleteFunc(o.revivals, func(d *link.Dial) bool {
-		if d.Peer == l.Peer.ID {
-			n.links.RemoveDial(d)
-			return true
-		}
-		return false
-	})
 	if o.cfg.Disabled {
 		return
 	}
@@ -340,7 +329,6 @@ func (n *Node) overlayDialFailed(d *link.Dial, now time.Time) {
 			break
 		}
 	}
-	o.revivals = slices.DeleteFunc(o.revivals, func(r *link.Dial) bool { return r == d })
 	for id, ps := range o.peers {
 		if ps.dial == d {
 			ps.dial = nil

@@ -43,8 +43,8 @@ func (n *Node) buried(id nid.ID, now time.Time) {
 // dead: one killed and started again is ignored in others' lists for
 // deadMemory, while the successor has taken it back. A
 // link coming up proves it alive (overlayLinkUp forgets the burial and
-// offers it to the view, and ends the dial); the dial is no peer's, so
-// the overlay's reconciling leaves it be until then.
+// offers it to the view, and the link manager ends the dial); the dial is
+// no peer's, so the overlay's reconciling leaves it be until then.
 func (n *Node) checkBuried(list []overlay.Info, now time.Time) {
 	for _, in := range list {
 		if until, dead := n.ov.dead[in.ID]; !dead || !now.Before(until) || n.links.Links()[in.ID] != nil ||
@@ -52,7 +52,7 @@ func (n *Node) checkBuried(list []overlay.Info, now time.Time) {
 			continue
 		}
 		if c := n.candidates(in); len(c) > 0 {
-			n.ov.revivals = append(n.ov.revivals, n.links.AddDial(c, link.DialOptions{Peer: in.ID, Attempts: 1}, now))
+			n.links.AddDial(c, link.DialOptions{Peer: in.ID, Attempts: 1, UntilUp: true}, now)
 		}
 	}
 }

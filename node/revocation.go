@@ -152,7 +152,6 @@ func (n *Node) learnRevocation(raw []byte, from *link.Link) (RevokedNode, bool, 
 			n.links.RemoveDial(d)
 		}
 	}
-	n.ov.revivals = slices.DeleteFunc(n.ov.revivals, func(d *link.Dial) bool { return d.Peer == r.ID })
 	for _, l := range n.links.Links() {
 		if l != from && l.Up() {
 			n.sendRevocation(l, raw)
