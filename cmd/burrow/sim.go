@@ -56,8 +56,10 @@ e7 run 8…1,000 nodes, those of cost, formation and revocation 100 and
 1,000. --large adds 10,000 to the sweeps and 1,000 to e8. Overlays of up
 to 2,000 nodes grow one join every 100 ms; larger ones, and those of e7,
 cost and revocation, start all at once (a cold start), each node given
-its ring neighbour as contact. Formation starts every node at once
-with the first as its only contact.`,
+its ring neighbour as contact. Beyond 10,000 nodes only the first 10,000
+cold-start; once they have converged the others join, 1,000 a second,
+each through a random member. Formation starts every node at once with
+the first as its only contact.`,
 		Example: `  burrow sim e3 e4 --seed 7
   burrow sim --out docs/sim
   burrow sim e7 cost --large --out /tmp/sim

@@ -318,6 +318,19 @@ const coldStartOver = 2 * time.Second
 // time; a cold start of as many nodes settles in about four minutes.
 const staggeredUpTo = 2000
 
+// coldStartUpTo is the largest overlay cold-started whole. A cold start
+// of more nodes makes every node's first long-distance requests cross the
+// ring one successor at a time, since no node has long links yet: 20,000
+// nodes had not settled after 20 minutes of wall time, 100,000 never did
+// (docs/simulation.md). Larger overlays cold-start this many, settle, and
+// grow the rest growJoins a second, each joining through a random member
+// as a node added to a working network would.
+const coldStartUpTo = 10000
+
+// growJoins is how many nodes a second join an overlay beyond
+// coldStartUpTo once its cold-started core has settled.
+const growJoins = 1000
+
 // coldStarts tells whether an overlay whose first n nodes start together
 // is cold-started: when its scenario asks, or when it is too large to grow.
 func coldStarts(asked bool, n int) bool { return asked || n > staggeredUpTo }
@@ -351,18 +364,21 @@ func build(o Options, r *Result, name string, sp spec) *sim.Sim {
 	if sp.boot > 0 {
 		nodes = nodes[:sp.boot]
 	}
-	startup := time.Duration(len(nodes)) * joinEvery
 	cold := coldStarts(sp.coldStart, len(nodes))
-	if cold {
-		startup = coldStartOver
-		s.ColdStart(nodes, startup)
-	} else {
+	switch {
+	case cold && len(nodes) > coldStartUpTo:
+		coldStartAndGrow(o, r, name, s, nodes, coldStartUpTo)
+	case cold:
+		s.ColdStart(nodes, coldStartOver)
+		s.RunFor(coldStartOver)
+		if !sp.coldStart {
+			r.note("%s n=%d: cold-started (every node within %v, its ring neighbour as contact), not grown one join every %v as overlays of up to %d nodes are", name, len(nodes), coldStartOver, joinEvery, staggeredUpTo)
+		}
+	default:
 		s.StartStaggered(nodes, joinEvery, 1)
+		s.RunFor(time.Duration(len(nodes)) * joinEvery)
 	}
-	if cold && !sp.coldStart {
-		r.note("%s n=%d: cold-started (every node within %v, its ring neighbour as contact), not grown one join every %v as overlays of up to %d nodes are", name, len(nodes), coldStartOver, joinEvery, staggeredUpTo)
-	}
-	s.RunFor(startup)
+	startup := s.Elapsed()
 	took, err := s.Converge(convergeLimit(len(nodes)), convergeStable)
 	if err != nil && s.CheckRing(nil) == nil {
 		r.note("%s n=%d: ring consistent but not settled after %v: %v", name, len(nodes), took, err)
@@ -372,6 +388,21 @@ func build(o Options, r *Result, name string, sp spec) *sim.Sim {
 	have, want := s.LongDistance()
 	o.logf("%s n=%d: all started after %v, converged %v later, %d of %d long-distance links (%d events)", name, len(nodes), startup, took, have, want, s.Events())
 	return s
+}
+
+// coldStartAndGrow cold-starts the first cold of nodes, runs them until
+// they converge, and then starts the others growJoins a second, each
+// joining through a random member.
+func coldStartAndGrow(o Options, r *Result, name string, s *sim.Sim, nodes []*sim.Node, cold int) {
+	s.ColdStart(nodes[:cold], coldStartOver)
+	s.RunFor(coldStartOver)
+	took, err := s.Converge(convergeLimit(cold), convergeStable)
+	r.check(fmt.Sprintf("%s n=%d convergence of the first %d nodes", name, len(nodes), cold), err)
+	grown := nodes[cold:]
+	o.logf("%s n=%d: the first %d nodes cold-started and converged %v later; the other %d join, %d a second", name, len(nodes), cold, took, len(grown), growJoins)
+	r.note("%s n=%d: the first %d nodes cold-started (every node within %v, its ring neighbour as contact) and converged after %v; the other %d then joined, %d a second, each through a random member", name, len(nodes), cold, coldStartOver, took, len(grown), growJoins)
+	s.StartStaggered(grown, time.Second/growJoins, 1)
+	s.RunFor(time.Duration(len(grown)) * time.Second / growJoins)
 }
 
 // progressOf passes a run's progress on to o.Progress, if set.

@@ -287,3 +287,29 @@ func TestOverlaysTooLargeToGrowAreColdStarted(t *testing.T) {
 		}
 	}
 }
+
+func TestAColdStartedCoreGrowsThroughItsMembers(t *testing.T) {
+	const n, cold = 400, 100
+	r := newResult("grow", "", Options{})
+	s := sim.New(sim.Config{Seed: 3})
+	nodes := make([]*sim.Node, n)
+	for i := range nodes {
+		nodes[i] = s.AddNode(uniform(2, 4, false)(i))
+	}
+	coldStartAndGrow(Options{}, r, "grow", s, nodes, cold)
+	if err := r.Err(); err != nil {
+		t.Fatalf("the cold-started core: %v", err)
+	}
+	if up := len(s.Ring()); up != n {
+		t.Fatalf("%d nodes up after the growth, want %d", up, n)
+	}
+	if _, err := s.Converge(convergeLimit(n), convergeStable); err != nil {
+		t.Fatal(err)
+	}
+	if have, want := s.LongDistance(); have != want {
+		t.Errorf("%d of %d long-distance links up", have, want)
+	}
+	if _, err := s.CheckInvariants(); err != nil {
+		t.Error(err)
+	}
+}
