@@ -318,13 +318,14 @@ const coldStartOver = 2 * time.Second
 // time; a cold start of as many nodes settles in about four minutes.
 const staggeredUpTo = 2000
 
-// coldStartUpTo is the largest overlay cold-started whole. A cold start
-// of more nodes makes every node's first long-distance requests cross the
-// ring one successor at a time, since no node has long links yet: 20,000
-// nodes had not settled after 20 minutes of wall time, 100,000 never did
+// coldStartUpTo is the largest overlay cold-started whole. In a cold
+// start no node has long links yet, so the first long-distance requests
+// cross the ring one successor at a time, up to 64 nodes each, and the
+// more nodes, the more requests: 100,000 cold-started nodes passed 42
+// million events by 7 s of virtual time and never converged
 // (docs/simulation.md). Larger overlays cold-start this many, settle, and
 // grow the rest growJoins a second, each joining through a random member
-// as a node added to a working network would.
+// as a node added to a working network would, over long links.
 const coldStartUpTo = 10000
 
 // growJoins is how many nodes a second join an overlay beyond
