@@ -313,7 +313,8 @@ const joinEvery = 100 * time.Millisecond
 const coldStartOver = 2 * time.Second
 
 // staggeredUpTo is the largest overlay grown one join at a time; larger
-// ones are cold-started. 10,000 joins 100 ms apart are 16 min 40 s of
+// ones are cold-started (beyond coldStartUpTo, only their first
+// coldStartUpTo nodes). 10,000 joins 100 ms apart are 16 min 40 s of
 // virtual time before a scenario begins, which took 25 minutes of wall
 // time; a cold start of as many nodes settles in about four minutes.
 const staggeredUpTo = 2000
@@ -333,7 +334,8 @@ const coldStartUpTo = 10000
 const growJoins = 1000
 
 // coldStarts tells whether an overlay whose first n nodes start together
-// is cold-started: when its scenario asks, or when it is too large to grow.
+// is cold-started, whole or up to coldStartUpTo: when its scenario asks,
+// or when it is too large to grow one join at a time.
 func coldStarts(asked bool, n int) bool { return asked || n > staggeredUpTo }
 
 // Convergence: overlay changes must stay quiet for convergeStable, within
