@@ -179,7 +179,7 @@ func New(cfg Config, out Output, now time.Time) (*Node, error) {
 		cfg.Handshake.Boot = binary.LittleEndian.Uint64(b[:]) | 1
 		n.cfg.Handshake.Boot = cfg.Handshake.Boot
 	}
-	n.initRevocations()
+	n.initRevocations(now)
 	n.links = link.NewManager(link.Config{Handshake: cfg.Handshake, Verify: n.verifyPeer, Timers: cfg.Timers}, (*linkEvents)(n))
 	n.self = n.links.Self()
 	var gateKey [16]byte

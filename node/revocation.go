@@ -59,6 +59,13 @@ const (
 	// A revoked node keeps its link to a member that missed the
 	// revocation that much longer.
 	revocationLookupDelay = 10 * time.Second
+	// revocationLookupsAfter is how long a node is up before the peers it
+	// links to are looked up at all. Every link of its first minute is
+	// new and brought the peer's revocations (shareRevocations): the
+	// lookup is for a member whose links outlived a flood it missed. A
+	// join's lookups were most of its DHT traffic, and the DHT most of a
+	// formation's messages (docs/simulation.md).
+	revocationLookupsAfter = time.Minute
 	// maxRevocationLookups bounds the peers remembered as read lately,
 	// and those waiting to be read.
 	maxRevocationLookups = 4096
@@ -77,9 +84,13 @@ type revocationState struct {
 	// toLookUp are the peers whose links came up lately, oldest first,
 	// to be looked up once their links have lasted revocationLookupDelay.
 	toLookUp []linkedPeer
+	// lookUpsFrom is when the node starts looking up the peers it links
+	// to: revocationLookupsAfter after it was made.
+	lookUpsFrom time.Time
 }
 
-func (n *Node) initRevocations() {
+func (n *Node) initRevocations(now time.Time) {
+	n.rev.lookUpsFrom = now.Add(revocationLookupsAfter)
 	n.rev.raw = make(map[nid.ID][]byte)
 	n.rev.lookedUp = make(map[nid.ID]time.Time)
 	for _, raw := range n.cfg.Revocations.Known {
@@ -275,8 +286,11 @@ type linkedPeer struct {
 }
 
 // lookUpLater has a new neighbour looked up once its link has lasted
-// revocationLookupDelay.
+// revocationLookupDelay, unless the node is in its first minute.
 func (n *Node) lookUpLater(peer nid.ID, now time.Time) {
+	if now.Before(n.rev.lookUpsFrom) {
+		return
+	}
 	if len(n.rev.toLookUp) < maxRevocationLookups {
 		n.rev.toLookUp = append(n.rev.toLookUp, linkedPeer{peer, now})
 	}

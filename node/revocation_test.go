@@ -81,12 +81,12 @@ func TestAMemberThatWasAwayLearnsARevocationFromItsFirstLinkBack(t *testing.T) {
 	}
 }
 
-// TestAMemberThatMissedARevocationFindsItInTheDHT: a member away while a
-// revocation spread (the flood's copies to it were lost; its links stayed
-// up, so no neighbour tells it again) does not know the revoked node.
-// When that node links to it, the member reads the revocation every
-// member stored in the DHT under the node's key, cuts it off and keeps
-// the revocation.
+// TestAMemberThatMissedARevocationFindsItInTheDHT: a member up for over
+// a minute and away while a revocation spread (the flood's copies to it
+// were lost; its links stayed up, so no neighbour tells it again) does not
+// know the revoked node. When that node links to it, the member reads the
+// revocation every member stored in the DHT under the node's key, cuts it
+// off and keeps the revocation.
 func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
 	w := newSettledOverlayNet(t, 12, 9, overlay.Params{Successors: 2, LongDistance: 1})
 	live := w.live()
@@ -125,6 +125,7 @@ func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
 		t.Fatalf("the DHT holds %v %q under %s, want the revocation", stored.Status, stored.Value, key)
 	}
 
+	away.node.rev.lookUpsFrom = w.now // as if it had been up for a minute
 	w.connect(slices.Index(w.nodes, revoked), slices.Index(w.nodes, away))
 	w.advance(revocationLookupDelay+2*time.Second, 100*time.Millisecond)
 	if got := away.learnedRevocations; len(got) != 1 || got[0].ID != revoked.node.Self() {
@@ -138,13 +139,19 @@ func TestAMemberThatMissedARevocationFindsItInTheDHT(t *testing.T) {
 	}
 }
 
-// TestRevocationLookupsAreBoundedPerPeerAndInAll: links to one peer that
-// come and go read its revocation key once per revocationLookupEvery, a
-// link gone before revocationLookupDelay reads nothing, and the peers
-// remembered as read, or waiting to be, stay at most maxRevocationLookups.
+// TestRevocationLookupsAreBoundedPerPeerAndInAll: links made in a node's
+// first minute are not looked up, links to one peer that come and go read
+// its revocation key once per revocationLookupEvery, a link gone before
+// revocationLookupDelay reads nothing, and the peers remembered as read,
+// or waiting to be, stay at most maxRevocationLookups.
 func TestRevocationLookupsAreBoundedPerPeerAndInAll(t *testing.T) {
 	w := newTestNet(t, 1, 10)
 	n := w.nodes[0].node
+	n.lookUpLater(nid.ID{9}, w.now.Add(revocationLookupsAfter-time.Second))
+	if len(n.rev.toLookUp) != 0 {
+		t.Fatalf("a link made in the node's first minute waits to be looked up: %v", n.rev.toLookUp)
+	}
+	w.now = w.now.Add(revocationLookupsAfter)
 	reads := func() uint64 {
 		var c uint64
 		for _, o := range n.svc.kv.Stats().Operations {
